@@ -1,0 +1,132 @@
+//! Settings read once at start-up from the environment.
+
+use std::env;
+
+use crate::rules::Policy;
+use crate::store::Table;
+
+/// Why the environment could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A variable holds a value the service cannot use.
+    #[error("{name} must be {expected}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// What it must hold.
+        expected: &'static str,
+    },
+}
+
+/// Everything a handler needs besides the store.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Table names, indexed by [`Table`].
+    pub tables: TableNames,
+    /// Field-rule policy.
+    pub policy: Policy,
+}
+
+/// The DynamoDB table behind each record kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableNames {
+    /// API keys (`API_KEYS_TABLE`).
+    pub api_keys: String,
+    /// MCP servers (`MCP_SERVERS_TABLE`).
+    pub mcp_servers: String,
+    /// Models (`MODELS_TABLE`).
+    pub models: String,
+}
+
+impl TableNames {
+    /// The name of `table`.
+    pub fn name(&self, table: Table) -> &str {
+        match table {
+            Table::ApiKeys => &self.api_keys,
+            Table::McpServers => &self.mcp_servers,
+            Table::Models => &self.models,
+        }
+    }
+}
+
+impl Default for TableNames {
+    fn default() -> Self {
+        Self {
+            api_keys: Table::ApiKeys.default_name().into(),
+            mcp_servers: Table::McpServers.default_name().into(),
+            models: Table::Models.default_name().into(),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE`, `MODELS_TABLE` (each
+    /// defaulting to its local name) and `ALLOW_PRIVATE_ENDPOINTS`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| env::var(name).ok())
+    }
+
+    /// As [`Settings::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let table = |table: Table| {
+            lookup(table.env_var())
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| table.default_name().into())
+        };
+        let allow_private_endpoints = match lookup("ALLOW_PRIVATE_ENDPOINTS")
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "" | "false" | "0" => false,
+            "true" | "1" => true,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: "ALLOW_PRIVATE_ENDPOINTS",
+                    expected: "true or false",
+                });
+            }
+        };
+        Ok(Self {
+            tables: TableNames {
+                api_keys: table(Table::ApiKeys),
+                mcp_servers: table(Table::McpServers),
+                models: table(Table::Models),
+            },
+            policy: Policy {
+                allow_private_endpoints,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let settings = Settings::from_lookup(|_| None).ok();
+        let settings = settings.unwrap_or_else(|| panic!("defaults must load"));
+        assert_eq!(settings.tables, TableNames::default());
+        assert_eq!(settings.tables.name(Table::Models), "agent-server-models");
+        assert!(!settings.policy.allow_private_endpoints);
+
+        let settings = Settings::from_lookup(|name| match name {
+            "MODELS_TABLE" => Some("prod-models".into()),
+            "ALLOW_PRIVATE_ENDPOINTS" => Some("TRUE".into()),
+            _ => None,
+        });
+        let settings = settings.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(settings.tables.models, "prod-models");
+        assert_eq!(settings.tables.api_keys, "agent-server-api-keys");
+        assert!(settings.policy.allow_private_endpoints);
+    }
+
+    #[test]
+    fn a_typo_in_the_policy_is_an_error_not_a_silent_false() {
+        let result = Settings::from_lookup(|name| (name == "ALLOW_PRIVATE_ENDPOINTS").then(|| "yes".into()));
+        assert!(result.is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The one JSON envelope every response body uses:
+//! `{"error", "message", "data", "status", "errorDetails"}`.
+
+use lambda_http::Body;
+use lambda_http::http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::Response;
+use crate::error::{ApiError, FieldError};
+
+/// Seconds a client should wait before retrying a 503.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// The methods the routes accept, for `Allow` on a 405.
+pub const ALLOWED_METHODS: &str = "PUT";
+
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    error: bool,
+    message: &'a str,
+    data: Option<T>,
+    status: u16,
+    #[serde(rename = "errorDetails")]
+    error_details: Details<'a>,
+}
+
+#[derive(Serialize, Default)]
+struct Details<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fields: Option<&'a [FieldError]>,
+    #[serde(rename = "requestId", skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+}
+
+/// An `ETag` value (a strong validator) for a stored `version`.
+pub fn etag(version: u64) -> String {
+    format!("\"{version}\"")
+}
+
+/// A 200 envelope carrying `data`, with `ETag` set from the record's version.
+pub fn success<T: Serialize>(message: &str, data: T, version: u64) -> Response {
+    let body = Envelope {
+        error: false,
+        message,
+        data: Some(data),
+        status: 200,
+        error_details: Details::default(),
+    };
+    let mut response = render(200, &body);
+    set_header(&mut response, header::ETAG, &etag(version));
+    response
+}
+
+/// The error envelope for `error`. `request_id` is reported only on a 500,
+/// where it is the one thing an operator needs to find the log line.
+pub fn failure(error: &ApiError, request_id: &str) -> Response {
+    let status = error.status();
+    let message = error.to_string();
+    let body: Envelope<'_, Value> = Envelope {
+        error: true,
+        message: &message,
+        data: None,
+        status,
+        error_details: Details {
+            code: Some(error.code()),
+            fields: error.fields(),
+            request_id: (status == 500).then_some(request_id),
+        },
+    };
+    let mut response = render(status, &body);
+    match error {
+        ApiError::Unavailable => set_header(
+            &mut response,
+            header::RETRY_AFTER,
+            &RETRY_AFTER_SECONDS.to_string(),
+        ),
+        ApiError::MethodNotAllowed => set_header(&mut response, header::ALLOW, ALLOWED_METHODS),
+        ApiError::PreconditionFailed { current_version } => {
+            set_header(&mut response, header::ETAG, &etag(*current_version))
+        }
+        _ => {}
+    }
+    response
+}
+
+fn render<T: Serialize>(status: u16, envelope: &T) -> Response {
+    // Serialising these types cannot fail (string keys, no custom impls); the
+    // fallback only keeps the promise of a JSON body if that ever changes.
+    let body = serde_json::to_string(envelope).unwrap_or_else(|_| {
+        let mut fallback = Map::new();
+        fallback.insert("error".into(), Value::Bool(true));
+        fallback.insert("message".into(), "Internal server error".into());
+        fallback.insert("data".into(), Value::Null);
+        fallback.insert("status".into(), 500.into());
+        fallback.insert("errorDetails".into(), serde_json::json!({"code": "internal"}));
+        Value::Object(fallback).to_string()
+    });
+    let mut response = Response::new(Body::Text(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Configuration responses must never be served from a shared cache.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn set_header(response: &mut Response, name: header::HeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        response.headers_mut().insert(name, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_json(response: &Response) -> Value {
+        serde_json::from_slice(response.body().as_ref()).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn success_has_the_five_keys_and_an_etag() {
+        let response = success("Model updated successfully", serde_json::json!({"id": "x"}), 7);
+        let body = body_json(&response);
+        assert_eq!(
+            body,
+            serde_json::json!({"error": false, "message": "Model updated successfully",
+                "data": {"id": "x"}, "status": 200, "errorDetails": {}})
+        );
+        assert_eq!(response.headers()["etag"], "\"7\"");
+        assert_eq!(response.headers()["content-type"], "application/json");
+    }
+
+    #[test]
+    fn every_error_status_matches_the_body() {
+        let errors = [
+            ApiError::InvalidId(FieldError::new("id", "invalid_uuid", "must be a UUID")),
+            ApiError::Validation(vec![FieldError::new("name", "too_long", "x")]),
+            ApiError::EmptyUpdate,
+            ApiError::NotFound("Model"),
+            ApiError::PreconditionFailed { current_version: 3 },
+            ApiError::PayloadTooLarge,
+            ApiError::UnsupportedMediaType,
+            ApiError::MethodNotAllowed,
+            ApiError::Unavailable,
+            ApiError::Internal,
+        ];
+        for error in errors {
+            let response = failure(&error, "req-1");
+            let body = body_json(&response);
+            assert_eq!(response.status().as_u16(), error.status());
+            assert_eq!(body["status"], error.status());
+            assert_eq!(body["error"], true);
+            assert_eq!(body["data"], Value::Null);
+            assert_eq!(body["errorDetails"]["code"], error.code());
+            assert_eq!(body.as_object().map(|o| o.len()), Some(5));
+        }
+    }
+
+    #[test]
+    fn headers_that_belong_to_an_error() {
+        assert_eq!(failure(&ApiError::Unavailable, "r").headers()["retry-after"], "1");
+        assert_eq!(
+            failure(&ApiError::MethodNotAllowed, "r").headers()["allow"],
+            "PUT"
+        );
+        let stale = failure(&ApiError::PreconditionFailed { current_version: 4 }, "r");
+        assert_eq!(stale.headers()["etag"], "\"4\"");
+    }
+
+    #[test]
+    fn only_internal_errors_carry_the_request_id() {
+        let internal = body_json(&failure(&ApiError::Internal, "req-9"));
+        assert_eq!(internal["errorDetails"]["requestId"], "req-9");
+        let not_found = body_json(&failure(&ApiError::NotFound("Model"), "req-9"));
+        assert!(not_found["errorDetails"].get("requestId").is_none());
+        assert_eq!(not_found["message"], "Model not found");
+    }
+}

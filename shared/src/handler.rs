@@ -1,0 +1,105 @@
+//! The update pipeline every route runs: extract, validate, one store
+//! call, envelope, one access-log line.
+
+use std::time::{Duration, Instant};
+
+use chrono::{SecondsFormat, Utc};
+
+use crate::app::App;
+use crate::envelope;
+use crate::error::ApiError;
+use crate::item;
+use crate::patch;
+use crate::records::Resource;
+use crate::request;
+use crate::store::{Store, StoreError, Update};
+use crate::{Request, Response};
+
+/// Handles one update of a record of kind `R`. Never fails: every outcome,
+/// including a database outage, is an envelope.
+///
+/// Everything that can reject the request runs before the store is called,
+/// so a rejected request costs no database call.
+pub async fn update<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
+    let started = Instant::now();
+    let request_id = request::request_id(&request);
+    let response = match apply::<R, S>(app, &request).await {
+        Ok((record, version)) => envelope::success(R::UPDATED, record, version),
+        Err(error) => envelope::failure(&error, &request_id),
+    };
+    access_log(
+        request.method().as_str(),
+        R::ROUTE,
+        &response,
+        started.elapsed(),
+        &request_id,
+    );
+    response
+}
+
+async fn apply<R: Resource, S: Store>(app: &App<S>, request: &Request) -> Result<(R, u64), ApiError> {
+    let key = request::key(request, R::TABLE)?;
+    let expected_versions = request::expected_versions(request)?;
+    let body = request::json_body(request)?;
+    let set = patch::parse::<R>(&body, app.settings.policy)?;
+    let update = Update {
+        table: R::TABLE,
+        key,
+        set,
+        expected_versions,
+        now: timestamp(),
+    };
+    let item = app.store.update(update).await.map_err(|error| match error {
+        StoreError::NotFound => ApiError::NotFound(R::NOUN),
+        StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
+            current_version: current,
+        },
+        StoreError::Unavailable(reason) => {
+            tracing::warn!(route = R::ROUTE, %reason, "database unavailable");
+            ApiError::Unavailable
+        }
+        StoreError::Internal(reason) => {
+            tracing::error!(route = R::ROUTE, %reason, "database error");
+            ApiError::Internal
+        }
+    })?;
+    let stored = item::version(&item).and_then(|version| Ok((R::from_item(&item)?, version)));
+    stored.map_err(|error| {
+        tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
+        ApiError::Internal
+    })
+}
+
+/// Now, as stored: RFC 3339, UTC, millisecond precision, `Z` suffix.
+pub fn timestamp() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The one log line per request: never a body, a header value or a query.
+pub fn access_log(method: &str, route: &str, response: &Response, latency: Duration, request_id: &str) {
+    let status = response.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    tracing::info!(
+        target: "access",
+        method,
+        route,
+        status,
+        latency_ms,
+        request_id,
+        "request"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp;
+
+    #[test]
+    fn timestamps_have_milliseconds_and_z() {
+        let now = timestamp();
+        assert_eq!(now.len(), "2026-11-21T14:55:00.123Z".len(), "{now}");
+        assert!(now.ends_with('Z'));
+        assert_eq!(&now[19..20], ".");
+        assert!(chrono::DateTime::parse_from_rfc3339(&now).is_ok());
+    }
+}

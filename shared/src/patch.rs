@@ -1,0 +1,132 @@
+//! Turns a request body into the attributes to write, checking every field
+//! against its record's rules and reporting every problem at once.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, FieldError, MAX_FIELD_ERRORS};
+use crate::item;
+use crate::records::Resource;
+use crate::rules::Policy;
+
+/// The attributes a valid body sets, in body order.
+pub type Patch = Vec<(&'static str, AttributeValue)>;
+
+/// Validates `body` for record kind `R`.
+///
+/// `{}` is [`ApiError::EmptyUpdate`]; unknown and read-only fields, and
+/// fields that break their rule, are one [`ApiError::Validation`] listing
+/// them all.
+pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<Patch, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::EmptyUpdate);
+    }
+    let mut errors = Vec::new();
+    let mut patch = Patch::with_capacity(body.len());
+    for (name, value) in body {
+        if let Some((field, rule)) = R::FIELDS.iter().find(|(field, _)| field == name) {
+            let before = errors.len();
+            rule.check(field, value, policy, &mut errors);
+            if errors.len() == before {
+                patch.push((*field, item::to_attribute(value)));
+            }
+        } else if R::READ_ONLY.contains(&name.as_str()) {
+            errors.push(FieldError::new(name, "read_only", "is read-only"));
+        } else {
+            errors.push(FieldError::new(
+                name,
+                "unknown_field",
+                "is not a field of this record",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(patch)
+    } else {
+        errors.truncate(MAX_FIELD_ERRORS);
+        Err(ApiError::Validation(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{ApiKey, McpServer, Model};
+    use serde_json::json;
+
+    fn object(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    fn fields(result: Result<Patch, ApiError>) -> Vec<(String, &'static str)> {
+        match result {
+            Err(ApiError::Validation(errors)) => errors.into_iter().map(|e| (e.field, e.code)).collect(),
+            other => panic!("expected validation_failed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_body_is_empty_update() {
+        assert_eq!(
+            parse::<Model>(&Map::new(), Policy::default()),
+            Err(ApiError::EmptyUpdate)
+        );
+    }
+
+    #[test]
+    fn valid_fields_become_attributes() {
+        let body = object(json!({"name": "n", "api_key": "sk-1", "enabled": false}));
+        let patch = parse::<ApiKey>(&body, Policy::default()).unwrap_or_default();
+        assert_eq!(patch.len(), 3);
+        assert!(patch.contains(&("enabled", AttributeValue::Bool(false))));
+        assert!(patch.contains(&("api_key", AttributeValue::S("sk-1".into()))));
+    }
+
+    #[test]
+    fn read_only_and_unknown_fields_are_named() {
+        let body =
+            object(json!({"provider_type": "OpenAI", "id": "x", "version": 1, "endpoint": "https://a.b"}));
+        assert_eq!(
+            fields(parse::<ApiKey>(&body, Policy::default())),
+            [
+                ("endpoint".to_string(), "unknown_field"),
+                ("id".to_string(), "read_only"),
+                ("provider_type".to_string(), "read_only"),
+                ("version".to_string(), "unknown_field"),
+            ]
+        );
+        let body = object(json!({"created_at": "x", "updated_at": "y", "project_id": "z", "api_key": "k"}));
+        assert_eq!(
+            fields(parse::<McpServer>(&body, Policy::default())),
+            [
+                ("api_key".to_string(), "unknown_field"),
+                ("created_at".to_string(), "read_only"),
+                ("project_id".to_string(), "read_only"),
+                ("updated_at".to_string(), "read_only"),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let body = object(json!({"name": "", "model_id": null, "provider_type": "openai", "parameters": []}));
+        assert_eq!(
+            fields(parse::<Model>(&body, Policy::default())),
+            [
+                ("model_id".to_string(), "invalid_type"),
+                ("name".to_string(), "too_short"),
+                ("parameters".to_string(), "invalid_type"),
+                ("provider_type".to_string(), "invalid_enum"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_list_is_bounded() {
+        let many: Map<String, Value> = (0..500).map(|i| (format!("f{i}"), json!(1))).collect();
+        assert_eq!(
+            fields(parse::<Model>(&many, Policy::default())).len(),
+            MAX_FIELD_ERRORS
+        );
+    }
+}

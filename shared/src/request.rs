@@ -1,0 +1,289 @@
+//! Reading a request: the record key, `If-Match`, and the JSON body.
+//!
+//! Works on `lambda_http`'s request as API Gateway (HTTP API, payload 2.0)
+//! delivers it: the `{id}` path parameter, the query string parsed from
+//! `rawQueryString` (so a repeated `project_id` is visible), and the body
+//! already base64-decoded.
+
+use lambda_http::RequestExt;
+use lambda_http::http::header;
+use serde_json::{Map, Value};
+
+use crate::Request;
+use crate::error::{ApiError, FieldError};
+use crate::ids::parse_uuid;
+use crate::json;
+use crate::store::{Key, Table};
+
+/// Largest accepted body.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Most entity tags one `If-Match` may list (DynamoDB's `IN` limit).
+pub const MAX_IF_MATCH_TAGS: usize = 100;
+
+/// The key of the record the request addresses.
+pub fn key(request: &Request, table: Table) -> Result<Key, ApiError> {
+    let id = record_id(request)?;
+    let project_id = if table.scoped_by_project() {
+        Some(project_id(request)?)
+    } else {
+        None
+    };
+    Ok(Key { project_id, id })
+}
+
+fn record_id(request: &Request) -> Result<String, ApiError> {
+    let raw = request
+        .path_parameters_ref()
+        .and_then(|parameters| parameters.first("id"))
+        .unwrap_or_default();
+    parse_uuid(raw)
+        .ok_or_else(|| ApiError::InvalidId(FieldError::new("id", "invalid_uuid", "must be a UUID")))
+}
+
+fn project_id(request: &Request) -> Result<String, ApiError> {
+    let invalid = |code, message| ApiError::InvalidProjectId(FieldError::new("project_id", code, message));
+    let values = request
+        .query_string_parameters_ref()
+        .and_then(|query| query.all("project_id"))
+        .unwrap_or_default();
+    match values.as_slice() {
+        [] | [""] => Err(invalid("required", "the project_id query parameter is required")),
+        [value] => parse_uuid(value).ok_or_else(|| invalid("invalid_uuid", "must be a UUID")),
+        _ => Err(invalid("repeated", "must be given exactly once")),
+    }
+}
+
+/// The versions `If-Match` accepts: `None` without the header or with `*`
+/// (the record need only exist), else the versions its strong entity tags
+/// name. Weak and non-numeric tags never match a version, so a list of
+/// only those is `Some(vec![])`, which no stored record satisfies.
+pub fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError> {
+    let invalid =
+        |message| ApiError::InvalidIfMatch(FieldError::new("If-Match", "invalid_if_match", message));
+    let mut fields = request.headers().get_all(header::IF_MATCH).iter().peekable();
+    if fields.peek().is_none() {
+        return Ok(None);
+    }
+    let mut versions = Vec::new();
+    let mut tags = 0;
+    for field in fields {
+        let text = field
+            .to_str()
+            .map_err(|_| invalid("must be * or a list of entity tags"))?;
+        if text.trim() == "*" {
+            return Ok(None);
+        }
+        for tag in parse_entity_tags(text).ok_or_else(|| invalid("must be * or a list of entity tags"))? {
+            tags += 1;
+            if let EntityTag::Strong(opaque) = tag {
+                // Only the canonical decimal spelling is an ETag this service issued.
+                if let Ok(version) = opaque.parse::<u64>() {
+                    if version.to_string() == opaque && !versions.contains(&version) {
+                        versions.push(version);
+                    }
+                }
+            }
+        }
+    }
+    if tags > MAX_IF_MATCH_TAGS {
+        return Err(invalid("must list at most 100 entity tags"));
+    }
+    Ok(Some(versions))
+}
+
+enum EntityTag<'a> {
+    Strong(&'a str),
+    Weak,
+}
+
+/// Parses RFC 9110 `1#entity-tag`; `None` if malformed or empty.
+fn parse_entity_tags(text: &str) -> Option<Vec<EntityTag<'_>>> {
+    let mut tags = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.is_empty() {
+            break;
+        }
+        let weak = rest.starts_with("W/");
+        if weak {
+            rest = &rest[2..];
+        }
+        let body = rest.strip_prefix('"')?;
+        let end = body.find('"')?;
+        let opaque = &body[..end];
+        let etagc = |c: char| c == '\x21' || ('\x23'..='\x7e').contains(&c) || !c.is_ascii();
+        if !opaque.chars().all(etagc) {
+            return None;
+        }
+        tags.push(if weak {
+            EntityTag::Weak
+        } else {
+            EntityTag::Strong(opaque)
+        });
+        rest = body[end + 1..].trim_start_matches([' ', '\t']);
+        if !(rest.is_empty() || rest.starts_with(',')) {
+            return None;
+        }
+    }
+    (!tags.is_empty()).then_some(tags)
+}
+
+/// The body as a JSON object, after the `Content-Type` and size checks.
+pub fn json_body(request: &Request) -> Result<Map<String, Value>, ApiError> {
+    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
+        let is_json = content_type
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse::<mime::Mime>().ok())
+            .is_some_and(|media| {
+                (media.type_() == mime::APPLICATION && media.subtype() == mime::JSON)
+                    || media.suffix() == Some(mime::JSON)
+            });
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+    }
+    let body = request.body().as_ref();
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    json::parse_object(body)
+}
+
+/// The id that ties a response to its log lines: the Lambda request id.
+pub fn request_id(request: &Request) -> String {
+    request
+        .lambda_context_ref()
+        .map(|context| context.request_id.clone())
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_http::Body;
+    use std::collections::HashMap;
+
+    fn request(query: &[(&str, &str)], headers: &[(&str, &str)], body: &str) -> Request {
+        let mut builder = lambda_http::http::Request::builder().method("PUT").uri("/x");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut map: HashMap<String, Vec<String>> = HashMap::new();
+        for (name, value) in query {
+            map.entry(name.to_string()).or_default().push(value.to_string());
+        }
+        builder
+            .body(Body::from(body))
+            .unwrap_or_default()
+            .with_query_string_parameters(map)
+            .with_path_parameters(HashMap::from([(
+                "id".to_string(),
+                "3F1C2A9E-7B4D-4E8A-9C21-5D6E7F8A9B01".to_string(),
+            )]))
+    }
+
+    fn code(result: Result<impl std::fmt::Debug, ApiError>) -> String {
+        match result {
+            Ok(value) => format!("ok {value:?}"),
+            Err(ApiError::InvalidProjectId(field))
+            | Err(ApiError::InvalidIfMatch(field))
+            | Err(ApiError::InvalidJson(field)) => field.code.to_string(),
+            Err(error) => error.code().to_string(),
+        }
+    }
+
+    #[test]
+    fn project_id_cases() {
+        let uuid = "8A4B2C1D-3E5F-4A6B-8C7D-9E0F1A2B3C4D";
+        assert_eq!(
+            project_id(&request(&[("project_id", uuid)], &[], ""))
+                .ok()
+                .as_deref(),
+            Some("8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d")
+        );
+        assert_eq!(code(project_id(&request(&[], &[], ""))), "required");
+        assert_eq!(
+            code(project_id(&request(&[("project_id", "")], &[], ""))),
+            "required"
+        );
+        assert_eq!(
+            code(project_id(&request(&[("project_id", "nope")], &[], ""))),
+            "invalid_uuid"
+        );
+        assert_eq!(
+            code(project_id(&request(
+                &[("project_id", uuid), ("project_id", uuid)],
+                &[],
+                ""
+            ))),
+            "repeated"
+        );
+    }
+
+    #[test]
+    fn ids_are_normalised() {
+        let key = key(&request(&[], &[], ""), Table::ApiKeys).ok();
+        assert_eq!(
+            key.map(|k| k.id).as_deref(),
+            Some("3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01")
+        );
+    }
+
+    #[test]
+    fn content_types() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/merge-patch+json",
+            "application/vnd.api+json;v=1",
+        ] {
+            assert!(
+                json_body(&request(&[], &[("content-type", ok)], "{}")).is_ok(),
+                "{ok}"
+            );
+        }
+        assert!(json_body(&request(&[], &[], "{}")).is_ok());
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "json",
+            "",
+            "application/jsonx",
+            "text/json",
+        ] {
+            assert_eq!(
+                code(json_body(&request(&[], &[("content-type", bad)], "{}"))),
+                "unsupported_media_type",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn body_size_limit() {
+        let fits = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 11));
+        assert_eq!(fits.len(), MAX_BODY_BYTES);
+        assert!(json_body(&request(&[], &[], &fits)).is_ok());
+        let over = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 10));
+        assert_eq!(code(json_body(&request(&[], &[], &over))), "payload_too_large");
+    }
+
+    #[test]
+    fn if_match_forms() {
+        let versions = |value: &str| code(expected_versions(&request(&[], &[("if-match", value)], "")));
+        assert_eq!(code(expected_versions(&request(&[], &[], ""))), "ok None");
+        assert_eq!(versions("*"), "ok None");
+        assert_eq!(versions("\"3\""), "ok Some([3])");
+        assert_eq!(versions("\"3\", \"5\" ,\"3\""), "ok Some([3, 5])");
+        assert_eq!(versions("W/\"3\""), "ok Some([])");
+        assert_eq!(versions("\"abc\""), "ok Some([])");
+        assert_eq!(versions("\"03\""), "ok Some([])");
+        assert_eq!(versions("\"a,b\", \"0\""), "ok Some([0])");
+        for bad in ["3", "\"3", "\"3\" \"4\"", "", "W/3", "\"a b\"", "*, \"3\""] {
+            assert_eq!(versions(bad), "invalid_if_match", "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The DynamoDB store: one `UpdateItem` per update.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+
+use super::{Store, StoreError, Update};
+use crate::config::TableNames;
+use crate::item::{self, Item};
+
+/// The most time one update may take, retries included. It is well under
+/// the functions' timeout, so a slow database yields a 503 envelope rather
+/// than a Lambda timeout.
+pub const TIME_BUDGET: Duration = Duration::from_millis(3000);
+const ATTEMPT_BUDGET: Duration = Duration::from_millis(1000);
+const CONNECT_BUDGET: Duration = Duration::from_millis(500);
+const MAX_ATTEMPTS: u32 = 3;
+/// Error codes outside the modelled ones that still mean "try again later".
+const TRANSIENT_CODES: [&str; 3] = [
+    "ServiceUnavailable",
+    "ThrottlingException",
+    "LimitExceededException",
+];
+
+/// Stores records in DynamoDB tables.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    tables: TableNames,
+}
+
+impl DynamoStore {
+    /// Wraps a client built elsewhere.
+    pub fn new(client: Client, tables: TableNames) -> Self {
+        Self { client, tables }
+    }
+
+    /// Builds a client from the SDK's standard configuration (region,
+    /// credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with this service's retry
+    /// and time budget.
+    pub async fn from_env(tables: TableNames) -> Self {
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_BUDGET)
+                    .operation_attempt_timeout(ATTEMPT_BUDGET)
+                    .operation_timeout(TIME_BUDGET)
+                    .build(),
+            )
+            .load()
+            .await;
+        Self::new(Client::new(&config), tables)
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The table names in use.
+    pub fn tables(&self) -> &TableNames {
+        &self.tables
+    }
+}
+
+/// The expression parts of an update: every attribute goes through
+/// `ExpressionAttributeNames`, so no field can collide with a reserved word.
+struct Expression {
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Expression {
+    fn of(update: &Update) -> Self {
+        let mut names = HashMap::new();
+        let mut values = HashMap::new();
+        let mut assignments = Vec::with_capacity(update.set.len() + 2);
+        for (index, (name, value)) in update.set.iter().enumerate() {
+            names.insert(format!("#f{index}"), (*name).to_string());
+            values.insert(format!(":f{index}"), value.clone());
+            assignments.push(format!("#f{index} = :f{index}"));
+        }
+        names.insert("#id".into(), "id".into());
+        names.insert("#updated_at".into(), "updated_at".into());
+        names.insert("#version".into(), "version".into());
+        values.insert(":now".into(), AttributeValue::S(update.now.clone()));
+        values.insert(":zero".into(), AttributeValue::N("0".into()));
+        values.insert(":one".into(), AttributeValue::N("1".into()));
+        assignments.push("#updated_at = :now".into());
+        assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
+
+        let mut condition = String::from("attribute_exists(#id)");
+        if let Some(expected) = &update.expected_versions {
+            let mut accepted = Vec::with_capacity(2);
+            if expected.contains(&0) {
+                accepted.push("attribute_not_exists(#version)".to_string());
+            }
+            if !expected.is_empty() {
+                let placeholders: Vec<String> = (0..expected.len()).map(|i| format!(":v{i}")).collect();
+                for (placeholder, version) in placeholders.iter().zip(expected) {
+                    values.insert(placeholder.clone(), AttributeValue::N(version.to_string()));
+                }
+                accepted.push(format!("#version IN ({})", placeholders.join(", ")));
+            } else {
+                // No tag can match: compare with a string, which no numeric
+                // version equals, so the check fails and returns the old item.
+                values.insert(":never".into(), AttributeValue::S("never".into()));
+                accepted.push("#version = :never".into());
+            }
+            condition.push_str(&format!(" AND ({})", accepted.join(" OR ")));
+        }
+        Self {
+            update: format!("SET {}", assignments.join(", ")),
+            condition,
+            names,
+            values,
+        }
+    }
+}
+
+impl Store for DynamoStore {
+    async fn update(&self, update: Update) -> Result<Item, StoreError> {
+        let expression = Expression::of(&update);
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.tables.name(update.table))
+            .set_key(Some(update.key.attributes()))
+            .update_expression(expression.update)
+            .condition_expression(expression.condition)
+            .set_expression_attribute_names(Some(expression.names))
+            .set_expression_attribute_values(Some(expression.values))
+            .return_values(ReturnValue::AllNew)
+            // The old item tells "missing" from "changed" without a second read.
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => output
+                .attributes
+                .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
+            Err(error) => Err(classify(error)),
+        }
+    }
+}
+
+/// Maps an SDK failure to what the caller can do about it. Only error
+/// codes and kinds are kept: service messages may quote request values.
+pub fn classify<R>(error: SdkError<UpdateItemError, R>) -> StoreError {
+    match error {
+        SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
+        SdkError::DispatchFailure(failure) => {
+            if failure.is_io() || failure.is_timeout() {
+                StoreError::Unavailable("connection failed".into())
+            } else {
+                StoreError::Internal("request could not be sent".into())
+            }
+        }
+        SdkError::ResponseError(_) => StoreError::Unavailable("unreadable response".into()),
+        SdkError::ServiceError(context) => {
+            let error = context.into_err();
+            let code = error.code().unwrap_or("unknown service error").to_string();
+            match error {
+                UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item() {
+                    None => StoreError::NotFound,
+                    Some(old) => match item::version(old) {
+                        Ok(current) => StoreError::VersionMismatch { current },
+                        Err(error) => StoreError::Internal(error.to_string()),
+                    },
+                },
+                UpdateItemError::ProvisionedThroughputExceededException(_)
+                | UpdateItemError::RequestLimitExceeded(_)
+                | UpdateItemError::ThrottlingException(_)
+                | UpdateItemError::InternalServerError(_)
+                | UpdateItemError::TransactionConflictException(_)
+                | UpdateItemError::ReplicatedWriteConflictException(_) => StoreError::Unavailable(code),
+                _ if TRANSIENT_CODES.contains(&code.as_str()) => StoreError::Unavailable(code),
+                _ => StoreError::Internal(code),
+            }
+        }
+        _ => StoreError::Internal("request could not be built".into()),
+    }
+}

@@ -1,0 +1,77 @@
+//! An in-memory store with the DynamoDB store's semantics, for fast
+//! handler tests. It also counts calls, so tests can prove that a rejected
+//! request never reaches the database.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{Key, Store, StoreError, Table, Update};
+use crate::item::{self, Item};
+
+/// Records kept in a map, guarded by a mutex so updates are atomic.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    items: Mutex<HashMap<(Table, Key), Item>>,
+    calls: AtomicUsize,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores `item` as is (a test fixture, like a `PutItem`). Returns
+    /// `false` and stores nothing if the item has no key for `table`.
+    pub fn put(&self, table: Table, item: Item) -> bool {
+        let Some(key) = Key::of_item(table, &item) else {
+            return false;
+        };
+        self.lock().insert((table, key), item);
+        true
+    }
+
+    /// The stored item, if any.
+    pub fn get(&self, table: Table, key: &Key) -> Option<Item> {
+        self.lock().get(&(table, key.clone())).cloned()
+    }
+
+    /// How many updates were attempted.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Table, Key), Item>> {
+        // A panic while holding the lock cannot leave an item half-written
+        // (each update swaps whole values), so a poisoned map is still sound.
+        self.items
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Store for MemoryStore {
+    async fn update(&self, update: Update) -> Result<Item, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut items = self.lock();
+        let Some(stored) = items.get_mut(&(update.table, update.key)) else {
+            return Err(StoreError::NotFound);
+        };
+        let current = item::version(stored).map_err(|error| StoreError::Internal(error.to_string()))?;
+        if update
+            .expected_versions
+            .is_some_and(|expected| !expected.contains(&current))
+        {
+            return Err(StoreError::VersionMismatch { current });
+        }
+        for (name, value) in update.set {
+            stored.insert(name.to_string(), value);
+        }
+        stored.insert("updated_at".into(), AttributeValue::S(update.now));
+        stored.insert("version".into(), AttributeValue::N((current + 1).to_string()));
+        Ok(stored.clone())
+    }
+}

@@ -1,0 +1,146 @@
+//! Storage: one conditional write per successful request.
+//!
+//! [`Store`] is the seam between handlers and DynamoDB. [`DynamoStore`] is
+//! the real one; [`MemoryStore`] (feature `memory-store`) follows the same
+//! semantics in memory for fast handler tests, and one conformance suite
+//! runs against both so they cannot drift.
+
+mod dynamo;
+#[cfg(feature = "memory-store")]
+mod memory;
+
+use std::future::Future;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+pub use dynamo::{DynamoStore, TIME_BUDGET};
+#[cfg(feature = "memory-store")]
+pub use memory::MemoryStore;
+
+use crate::item::Item;
+
+/// A record kind's table, with its key schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// Partition key `id`.
+    ApiKeys,
+    /// Partition key `project_id`, sort key `id`.
+    McpServers,
+    /// Partition key `project_id`, sort key `id`.
+    Models,
+}
+
+impl Table {
+    /// Every table.
+    pub const ALL: [Table; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+
+    /// The environment variable naming the table.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "API_KEYS_TABLE",
+            Self::McpServers => "MCP_SERVERS_TABLE",
+            Self::Models => "MODELS_TABLE",
+        }
+    }
+
+    /// The name used when the variable is unset (the local run's).
+    pub fn default_name(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "agent-server-api-keys",
+            Self::McpServers => "agent-server-mcp-servers",
+            Self::Models => "agent-server-models",
+        }
+    }
+
+    /// Whether records are keyed by `project_id` as well as `id`.
+    pub fn scoped_by_project(self) -> bool {
+        !matches!(self, Self::ApiKeys)
+    }
+}
+
+/// Identifies one record. `project_id` is `Some` exactly for project-scoped tables.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// Owning project (the partition key of scoped tables).
+    pub project_id: Option<String>,
+    /// Record id.
+    pub id: String,
+}
+
+impl Key {
+    /// The DynamoDB key attributes.
+    pub fn attributes(&self) -> Item {
+        let mut key = Item::with_capacity(2);
+        key.insert("id".into(), AttributeValue::S(self.id.clone()));
+        if let Some(project_id) = &self.project_id {
+            key.insert("project_id".into(), AttributeValue::S(project_id.clone()));
+        }
+        key
+    }
+
+    /// The key of a stored item, if it has one for `table`.
+    pub fn of_item(table: Table, item: &Item) -> Option<Self> {
+        let text = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(text)) => Some(text.clone()),
+            _ => None,
+        };
+        let project_id = if table.scoped_by_project() {
+            Some(text("project_id")?)
+        } else {
+            None
+        };
+        Some(Self {
+            project_id,
+            id: text("id")?,
+        })
+    }
+}
+
+/// A partial update of one existing record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// Where the record lives.
+    pub table: Table,
+    /// Which record.
+    pub key: Key,
+    /// The attributes to set; every other attribute keeps its value.
+    pub set: Vec<(&'static str, AttributeValue)>,
+    /// `Some(versions)`: write only if the stored `version` (absent counts
+    /// as 0) is one of `versions`; an empty list never matches.
+    pub expected_versions: Option<Vec<u64>>,
+    /// The new `updated_at`.
+    pub now: String,
+}
+
+/// Why an update did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No record has this key; nothing was written.
+    #[error("record not found")]
+    NotFound,
+    /// The record's version is not the expected one; nothing was written.
+    #[error("version mismatch (stored version {current})")]
+    VersionMismatch {
+        /// The stored version.
+        current: u64,
+    },
+    /// Throttled, unreachable, or out of time: worth retrying later.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (missing table, bad credentials, corrupt item).
+    #[error("database error: {0}")]
+    Internal(String),
+}
+
+/// Applies partial updates to existing records.
+pub trait Store: Send + Sync {
+    /// Applies `update` in one conditional write and returns the whole new
+    /// item. Also sets `updated_at` and increments `version`.
+    fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send;
+}
+
+impl<S: Store> Store for &S {
+    fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send {
+        (**self).update(update)
+    }
+}

@@ -369,44 +369,52 @@ fn walk_parameters(path: &str, value: &Value, depth: usize, errors: &mut Vec<Fie
     }
 }
 
+/// A decimal number reduced to its value: sign, significant digits (no
+/// leading or trailing zeros) and scientific exponent, so `1.50e3` and
+/// `1500` both become `(false, "15", 3)`. Zero, in any spelling, is
+/// `(false, "", 0)`. `None` if `text` is not a JSON number.
+pub fn decimal_parts(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = [integer, fraction].concat();
+    let exponent = exponent.strip_prefix('+').unwrap_or(exponent);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0');
+    if significant.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    let leading_zeros = digits.len() - significant.len();
+    // An exponent too long for i64 is saturated: far outside any range anyway.
+    let exponent = exponent.parse::<i64>().unwrap_or_else(|_| {
+        if exponent.starts_with('-') { i64::MIN } else { i64::MAX }
+    });
+    // value = 0.d1d2... x 10^(integer digits before the first significant one)
+    let point = i64::try_from(integer.len()).unwrap_or(i64::MAX)
+        - i64::try_from(leading_zeros).unwrap_or(i64::MAX);
+    let scientific = exponent.saturating_add(point).saturating_sub(1);
+    Some((negative, significant.trim_end_matches('0').to_string(), scientific))
+}
+
 /// Checks that a JSON number's text is representable as a DynamoDB number:
 /// at most 38 significant digits, and zero or a magnitude from 1E-130 up to
 /// (not including) 1E+126.
 pub fn dynamo_number(text: &str) -> Result<(), &'static str> {
     const MESSAGE: &str =
         "numbers must have at most 38 significant digits and a magnitude between 1e-130 and 9.99e125";
-    let unsigned = text.strip_prefix('-').unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
-        Some((mantissa, exponent)) => (mantissa, exponent),
-        None => (unsigned, "0"),
-    };
-    let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits: String = [integer, fraction].concat();
-    let exponent = exponent.strip_prefix('+').unwrap_or(exponent);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(MESSAGE);
-    }
-    let significant = digits.trim_start_matches('0');
-    if significant.is_empty() {
-        return Ok(()); // zero, in any spelling
-    }
-    let leading_zeros = digits.len() - significant.len();
-    let significant = significant.trim_end_matches('0');
-    if significant.len() > MAX_NUMBER_DIGITS {
-        return Err(MESSAGE);
-    }
-    // An exponent too long for i64 is far outside the range anyway.
-    let Ok(exponent) = exponent.parse::<i64>() else {
-        return Err(MESSAGE);
-    };
-    // value = 0.d1d2... x 10^(integer digits before the first significant one)
-    let point =
-        i64::try_from(integer.len()).unwrap_or(i64::MAX) - i64::try_from(leading_zeros).unwrap_or(i64::MAX);
-    let scientific = exponent.saturating_add(point).saturating_sub(1);
-    if (-130..=125).contains(&scientific) {
-        Ok(())
-    } else {
-        Err(MESSAGE)
+    match decimal_parts(text) {
+        Some((_, digits, _)) if digits.is_empty() => Ok(()),
+        Some((_, digits, exponent))
+            if digits.len() <= MAX_NUMBER_DIGITS && (-130..=125).contains(&exponent) =>
+        {
+            Ok(())
+        }
+        _ => Err(MESSAGE),
     }
 }
 
@@ -728,6 +736,16 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn decimal_parts_compare_by_value() {
+        assert_eq!(decimal_parts("1.50e3"), decimal_parts("1500"));
+        assert_eq!(decimal_parts("1.5E+3"), Some((false, "15".into(), 3)));
+        assert_eq!(decimal_parts("-0.00120"), Some((true, "12".into(), -3)));
+        assert_eq!(decimal_parts("-0.0"), decimal_parts("0"));
+        assert_ne!(decimal_parts("1"), decimal_parts("-1"));
+        assert_eq!(decimal_parts("x"), None);
     }
 
     #[test]

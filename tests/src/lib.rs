@@ -1,1 +1,315 @@
-//! placeholder
+//! Test support shared by the integration tests: DynamoDB Local started on
+//! a free port (once per test binary), API Gateway events, the three routes
+//! behind one enum, and log capture.
+//!
+//! DynamoDB Local is never optional here: if it cannot start, the test that
+//! asked for it panics with the reason, so a missing emulator is a failure
+//! and never a silent skip.
+
+pub mod events;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_server_shared::config::TableNames;
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::DynamoStore;
+use agent_server_shared::{App, Request, Response, Settings, Store};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A running DynamoDB Local with the three tables created.
+pub struct DynamoLocal {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    // Held open for the life of the test binary: when the process exits the
+    // pipe closes and the wrapper shell stops the emulator.
+    _lifeline: Mutex<(Child, ChildStdin)>,
+}
+
+static DYNAMO: OnceCell<DynamoLocal> = OnceCell::const_new();
+
+/// DynamoDB Local for this test binary, started on first use.
+///
+/// # Panics
+/// If DynamoDB Local cannot be installed or started, with its log.
+pub async fn dynamo_local() -> &'static DynamoLocal {
+    DYNAMO
+        .get_or_init(|| async {
+            let local = start_dynamo_local();
+            let client = client(&local.endpoint);
+            let deadline = Duration::from_secs(60);
+            if let Err(error) = local_api::setup::prepare(&client, &TableNames::default(), deadline).await {
+                panic!("DynamoDB Local started but the tables could not be created: {error}");
+            }
+            local
+        })
+        .await
+}
+
+fn start_dynamo_local() -> DynamoLocal {
+    let port = free_port();
+    let script = repo_root().join("tools/dynamodb-local/run");
+    let log_path = std::env::temp_dir().join(format!("agent-server-dynamodb-local-{port}.log"));
+    let log = std::fs::File::create(&log_path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
+    let log_err = log
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+    // `cat` returns when this process's end of the pipe closes (at exit,
+    // however it exits), and then the emulator is stopped.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" "$1" & emulator=$!; cat >/dev/null; kill $emulator 2>/dev/null"#)
+        .arg(&script)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let Some(stdin) = child.stdin.take() else {
+        panic!("no stdin pipe to the DynamoDB Local wrapper");
+    };
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || started.elapsed() > Duration::from_secs(90) {
+            let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!(
+                "DynamoDB Local did not start on port {port} ({}). It needs Java 17+ and npm \
+                 (tools/dynamodb-local/run). Its output:\n{output}",
+                exited.map_or("timed out after 90 s".to_string(), |status| format!("exited: {status}"))
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    DynamoLocal {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        _lifeline: Mutex::new((child, stdin)),
+    }
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// A client for `endpoint`. Each test makes its own: a client's connection
+/// pool belongs to the runtime of the test that made it.
+pub fn client(endpoint: &str) -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    Client::from_conf(config)
+}
+
+/// An app on DynamoDB Local with the default table names.
+pub async fn dynamo_app(policy: Policy) -> App<DynamoStore> {
+    let local = dynamo_local().await;
+    App {
+        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
+        settings: Settings {
+            tables: TableNames::default(),
+            policy,
+        },
+    }
+}
+
+/// An app on a fresh in-memory store.
+pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore> {
+    App {
+        store: agent_server_shared::store::MemoryStore::new(),
+        settings: Settings {
+            tables: TableNames::default(),
+            policy,
+        },
+    }
+}
+
+/// The three routes, so one table-driven test covers all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `PUT /api/agent-server/api-keys/{id}`
+    ApiKeys,
+    /// `PUT /api/agent-server/mcp-servers/{id}?project_id=`
+    McpServers,
+    /// `PUT /api/agent-server/models/{id}?project_id=`
+    Models,
+}
+
+impl Route {
+    /// Every route.
+    pub const ALL: [Route; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+
+    /// The collection segment of the path.
+    pub fn collection(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "api-keys",
+            Self::McpServers => "mcp-servers",
+            Self::Models => "models",
+        }
+    }
+
+    /// The table behind the route.
+    pub fn table(self) -> agent_server_shared::Table {
+        match self {
+            Self::ApiKeys => agent_server_shared::Table::ApiKeys,
+            Self::McpServers => agent_server_shared::Table::McpServers,
+            Self::Models => agent_server_shared::Table::Models,
+        }
+    }
+
+    /// Whether the route needs `project_id`.
+    pub fn scoped(self) -> bool {
+        self != Self::ApiKeys
+    }
+
+    /// The exact success message.
+    pub fn success_message(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "API key updated successfully",
+            Self::McpServers => "MCP server updated successfully",
+            Self::Models => "Model updated successfully",
+        }
+    }
+
+    /// A valid body touching every updatable field.
+    pub fn full_body(self) -> Value {
+        match self {
+            Self::ApiKeys => serde_json::json!({"name": "Key", "api_key": "sk-test-1", "enabled": false}),
+            Self::McpServers => serde_json::json!({
+                "name": "Search", "endpoint": "https://mcp.example.com/v2",
+                "headers": {"Authorization": "Bearer t"}}),
+            Self::Models => serde_json::json!({
+                "name": "M", "model_id": "gpt-5", "provider_type": "OpenAI",
+                "parameters": {"temperature": 0.5, "stop": ["a"], "nested": {"x": null}}}),
+        }
+    }
+
+    /// A stored item for `id` (and `project_id` where scoped), as the
+    /// documented storage layout has it.
+    pub fn item(self, project_id: &str, id: &str) -> agent_server_shared::item::Item {
+        use aws_sdk_dynamodb::types::AttributeValue as A;
+        let s = |text: &str| A::S(text.to_string());
+        let mut item: agent_server_shared::item::Item = [
+            ("id".to_string(), s(id)),
+            ("name".to_string(), s("Original")),
+            ("created_at".to_string(), s("2026-01-01T00:00:00.000Z")),
+            ("updated_at".to_string(), s("2026-01-01T00:00:00.000Z")),
+        ]
+        .into();
+        match self {
+            Self::ApiKeys => {
+                item.insert("provider_type".into(), s("Anthropic"));
+                item.insert("enabled".into(), A::Bool(true));
+                item.insert("api_key".into(), s("sk-original-secret"));
+            }
+            Self::McpServers => {
+                item.insert("project_id".into(), s(project_id));
+                item.insert("endpoint".into(), s("https://mcp.example.com/v1"));
+                item.insert("headers".into(), A::M([("X-Old".to_string(), s("old"))].into()));
+            }
+            Self::Models => {
+                item.insert("project_id".into(), s(project_id));
+                item.insert("model_id".into(), s("claude-opus-4"));
+                item.insert("provider_type".into(), s("Anthropic"));
+                item.insert("parameters".into(), A::M([("old".to_string(), A::N("1".into()))].into()));
+            }
+        }
+        item
+    }
+
+    /// Calls the route's function handler, exactly as its Lambda binary does.
+    pub async fn call<S: Store>(self, app: &App<S>, request: Request) -> Response {
+        match self {
+            Self::ApiKeys => update_api_key::handle(app, request).await,
+            Self::McpServers => update_mcp_server::handle(app, request).await,
+            Self::Models => update_model::handle(app, request).await,
+        }
+    }
+}
+
+/// A response body as JSON.
+pub fn body_json(response: &Response) -> Value {
+    serde_json::from_slice(response.body().as_ref())
+        .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {:?}", response.body()))
+}
+
+/// Log lines written while the current thread's capture is installed.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Everything captured so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut bytes) = self.0.lock() {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Installs a JSON subscriber at TRACE level, capturing every log line
+/// (the SDK's included) on this thread until the guard is dropped.
+pub fn capture_logs() -> (CapturedLogs, tracing::subscriber::DefaultGuard) {
+    let logs = CapturedLogs::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(logs.clone())
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    (logs, guard)
+}
+
+
+/// JSON equality with numbers compared by value (`1.5e3` equals `1500`),
+/// as DynamoDB may respell a number it stores.
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    use agent_server_shared::rules::decimal_parts;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            decimal_parts(&x.to_string()).is_some() && decimal_parts(&x.to_string()) == decimal_parts(&y.to_string())
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}

@@ -1,0 +1,93 @@
+//! Creates the three tables with their documented key schemas and loads
+//! the sample records: what `make run` and the tests do to DynamoDB Local.
+
+use std::time::{Duration, Instant};
+
+use agent_server_shared::Table;
+use agent_server_shared::config::TableNames;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+
+use crate::samples;
+
+/// A setup step failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {detail}")]
+pub struct SetupError {
+    step: String,
+    detail: String,
+}
+
+fn failed(step: impl Into<String>, error: impl std::error::Error) -> SetupError {
+    SetupError {
+        step: step.into(),
+        detail: DisplayErrorContext(error).to_string(),
+    }
+}
+
+/// Creates every table that does not exist yet.
+pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), SetupError> {
+    for table in Table::ALL {
+        let name = tables.name(table);
+        let mut keys = vec![("id", KeyType::Hash)];
+        if table.scoped_by_project() {
+            keys = vec![("project_id", KeyType::Hash), ("id", KeyType::Range)];
+        }
+        let mut request = client
+            .create_table()
+            .table_name(name)
+            .billing_mode(BillingMode::PayPerRequest);
+        for (attribute, key_type) in keys {
+            request = request
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name(attribute)
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .map_err(|e| failed("define attribute", e))?,
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name(attribute)
+                        .key_type(key_type)
+                        .build()
+                        .map_err(|e| failed("define key", e))?,
+                );
+        }
+        match request.send().await {
+            Ok(_) => {}
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_resource_in_use_exception()) => {}
+            Err(error) => return Err(failed(format!("create table {name}"), error)),
+        }
+    }
+    Ok(())
+}
+
+/// Writes the sample records, replacing any earlier copies.
+pub async fn load_samples(client: &Client, tables: &TableNames) -> Result<(), SetupError> {
+    for (table, item) in samples::items() {
+        client
+            .put_item()
+            .table_name(tables.name(table))
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| failed(format!("load sample into {}", tables.name(table)), e))?;
+    }
+    Ok(())
+}
+
+/// Creates the tables and loads the samples, waiting up to `patience` for
+/// a database that is still starting.
+pub async fn prepare(client: &Client, tables: &TableNames, patience: Duration) -> Result<(), SetupError> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match create_tables(client, tables).await {
+            Ok(()) => break,
+            Err(error) if Instant::now() >= deadline => return Err(error),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    load_samples(client, tables).await
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), the
+# tables and sample records, then local-api on $API_ADDR (default
+# 127.0.0.1:3000). Ctrl-C stops everything this script started.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dynamodb_port="${DYNAMODB_PORT:-8000}"
+api_addr="${API_ADDR:-127.0.0.1:3000}"
+api_port="${api_addr##*:}"
+
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if in_use "$dynamodb_port"; then
+  echo "make run: port $dynamodb_port is already in use (another make run or DynamoDB Local?)." >&2
+  echo "          Stop it, or choose another port: make run DYNAMODB_PORT=8001" >&2
+  exit 1
+fi
+if in_use "$api_port"; then
+  echo "make run: port $api_port is already in use (another make run or local-api?)." >&2
+  echo "          Stop it, or choose another address: make run API_ADDR=127.0.0.1:3001" >&2
+  exit 1
+fi
+
+log="$root/target/dynamodb-local.log"
+mkdir -p "$root/target"
+"$root/tools/dynamodb-local/run" "$dynamodb_port" >"$log" 2>&1 &
+dynamodb_pid=$!
+cleanup() {
+  kill "$dynamodb_pid" 2>/dev/null || true
+  wait "$dynamodb_pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "make run: starting DynamoDB Local on 127.0.0.1:$dynamodb_port (log: target/dynamodb-local.log)" >&2
+for _ in $(seq 1 120); do
+  in_use "$dynamodb_port" && break
+  kill -0 "$dynamodb_pid" 2>/dev/null || { echo "make run: DynamoDB Local failed to start:" >&2; tail -n 20 "$log" >&2; exit 1; }
+  sleep 0.25
+done
+in_use "$dynamodb_port" || { echo "make run: DynamoDB Local did not open port $dynamodb_port in 30 s" >&2; exit 1; }
+
+# DynamoDB Local accepts any credentials; these only satisfy the SDK.
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+export ALLOW_PRIVATE_ENDPOINTS=true
+"$root/target/debug/local-api" --setup --addr "$api_addr" &
+api_pid=$!
+wait "$api_pid"

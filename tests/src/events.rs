@@ -1,0 +1,145 @@
+//! API Gateway HTTP API (payload format 2.0) events, in the shape
+//! `sam local generate-event apigateway http-api-proxy` produces, parsed by
+//! `lambda_http` exactly as the Lambda runtime parses them.
+
+use agent_server_shared::Request;
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::Route;
+
+/// Builds the event for `PUT` (or `method`) on `path?query`.
+#[derive(Debug, Clone)]
+pub struct Event {
+    method: String,
+    route_key: String,
+    raw_path: String,
+    raw_query: String,
+    id: Option<String>,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    base64: bool,
+}
+
+impl Event {
+    /// `PUT` on `route` for `id`, with `project_id` in the query if given.
+    pub fn put(route: Route, id: &str, project_id: Option<&str>) -> Self {
+        let raw_query = project_id.map(|p| format!("project_id={p}")).unwrap_or_default();
+        Self {
+            method: "PUT".into(),
+            route_key: format!("PUT /api/agent-server/{}/{{id}}", route.collection()),
+            raw_path: format!("/api/agent-server/{}/{id}", route.collection()),
+            raw_query,
+            id: Some(id.to_string()),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: None,
+            base64: false,
+        }
+    }
+
+    /// Replaces the raw query string.
+    pub fn query(mut self, raw_query: &str) -> Self {
+        raw_query.clone_into(&mut self.raw_query);
+        self
+    }
+
+    /// Sets a header (replacing one of the same name); an empty value removes it.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        let name = name.to_ascii_lowercase();
+        self.headers.retain(|(existing, _)| *existing != name);
+        if !value.is_empty() {
+            self.headers.push((name, value.to_string()));
+        }
+        self
+    }
+
+    /// Sets a text body.
+    pub fn body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Sets a JSON body.
+    pub fn json(self, body: &Value) -> Self {
+        self.body(body.to_string())
+    }
+
+    /// Sets a binary body, base64-encoded as API Gateway sends one.
+    pub fn binary(mut self, bytes: &[u8]) -> Self {
+        self.body = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+        self.base64 = true;
+        self
+    }
+
+    /// The event as JSON.
+    pub fn to_json(&self) -> Value {
+        let headers: serde_json::Map<String, Value> = self
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+            .collect();
+        let mut query = serde_json::Map::new();
+        for (name, value) in url::form_urlencoded::parse(self.raw_query.as_bytes()) {
+            // API Gateway joins repeated names with commas here; lambda_http
+            // reads rawQueryString instead.
+            let joined = match query.get(name.as_ref()).and_then(Value::as_str) {
+                Some(previous) => format!("{previous},{value}"),
+                None => value.into_owned(),
+            };
+            query.insert(name.into_owned(), Value::String(joined));
+        }
+        let mut event = json!({
+            "version": "2.0",
+            "routeKey": self.route_key,
+            "rawPath": self.raw_path,
+            "rawQueryString": self.raw_query,
+            "headers": headers,
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "api-id",
+                "domainName": "id.execute-api.us-east-1.amazonaws.com",
+                "domainPrefix": "id",
+                "http": {
+                    "method": self.method,
+                    "path": self.raw_path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "192.0.2.1",
+                    "userAgent": "agent"
+                },
+                "requestId": "id",
+                "routeKey": self.route_key,
+                "stage": "$default",
+                "time": "21/Nov/2026:14:55:00 +0000",
+                "timeEpoch": 1795359300000u64
+            },
+            "isBase64Encoded": self.base64
+        });
+        if !query.is_empty() {
+            event["queryStringParameters"] = Value::Object(query);
+        }
+        if let Some(id) = &self.id {
+            event["pathParameters"] = json!({ "id": id });
+        }
+        if let Some(body) = &self.body {
+            event["body"] = Value::String(body.clone());
+        }
+        event
+    }
+
+    /// The request `lambda_http` makes of the event.
+    ///
+    /// # Panics
+    /// If `lambda_http` cannot parse the event.
+    pub fn request(&self) -> Request {
+        parse(&self.to_json())
+    }
+}
+
+/// Parses an API Gateway event as the Lambda runtime adapter does.
+///
+/// # Panics
+/// If `lambda_http` cannot parse it.
+pub fn parse(event: &Value) -> Request {
+    lambda_http::request::from_str(&event.to_string())
+        .unwrap_or_else(|e| panic!("lambda_http cannot parse the event: {e}"))
+}

@@ -1,0 +1,298 @@
+//! One suite, two stores: every case runs against the in-memory store and
+//! against DynamoDB Local, so the fast store used by handler tests cannot
+//! drift from the real one.
+
+use agent_server_shared::item::{self, Item};
+use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store, StoreError, Update};
+use agent_server_shared::{Table, config::TableNames};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::{Route, client, dynamo_local, same_json};
+use serde_json::{Value, json};
+
+trait Backend: Store {
+    async fn put(&self, table: Table, item: Item);
+    async fn get(&self, table: Table, key: &Key) -> Option<Item>;
+}
+
+impl Backend for MemoryStore {
+    async fn put(&self, table: Table, item: Item) {
+        assert!(MemoryStore::put(self, table, item), "fixture item has no key");
+    }
+    async fn get(&self, table: Table, key: &Key) -> Option<Item> {
+        MemoryStore::get(self, table, key)
+    }
+}
+
+struct Dynamo {
+    store: DynamoStore,
+    client: Client,
+}
+
+impl Store for Dynamo {
+    async fn update(&self, update: Update) -> Result<Item, StoreError> {
+        self.store.update(update).await
+    }
+}
+
+impl Backend for Dynamo {
+    async fn put(&self, table: Table, item: Item) {
+        let name = TableNames::default().name(table).to_string();
+        let result = self.client.put_item().table_name(name).set_item(Some(item)).send().await;
+        assert!(result.is_ok(), "PutItem failed: {result:?}");
+    }
+    async fn get(&self, table: Table, key: &Key) -> Option<Item> {
+        let name = TableNames::default().name(table).to_string();
+        let output = self
+            .client
+            .get_item()
+            .table_name(name)
+            .set_key(Some(key.attributes()))
+            .consistent_read(true)
+            .send()
+            .await;
+        match output {
+            Ok(output) => output.item,
+            Err(error) => panic!("GetItem failed: {error:?}"),
+        }
+    }
+}
+
+fn memory() -> MemoryStore {
+    MemoryStore::new()
+}
+
+async fn dynamo() -> Dynamo {
+    let local = dynamo_local().await;
+    Dynamo {
+        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
+        client: client(&local.endpoint),
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn key(route: Route, project_id: &str, id: &str) -> Key {
+    Key {
+        project_id: route.scoped().then(|| project_id.to_string()),
+        id: id.to_string(),
+    }
+}
+
+fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> Update {
+    Update {
+        table: route.table(),
+        key,
+        set,
+        expected_versions: None,
+        now: "2026-11-21T14:55:00.123Z".into(),
+    }
+}
+
+fn field_json(item: &Item, name: &str) -> Value {
+    item.get(name)
+        .map(|attribute| item::to_json(name, attribute).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or(Value::Null)
+}
+
+fn static_name(name: &str) -> &'static str {
+    ["name", "api_key", "enabled", "endpoint", "headers", "model_id", "provider_type", "parameters"]
+        .into_iter()
+        .find(|known| *known == name)
+        .unwrap_or_else(|| panic!("unexpected field {name}"))
+}
+
+async fn each_field_updates_alone<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        for (name, value) in route.full_body().as_object().cloned().unwrap_or_default() {
+            let (project, id) = (new_id(), new_id());
+            let original = route.item(&project, &id);
+            backend.put(route.table(), original.clone()).await;
+            let key = key(route, &project, &id);
+            let set = vec![(static_name(&name), item::to_attribute(&value))];
+            let returned = backend.update(update(route, key.clone(), set)).await;
+            let returned = returned.unwrap_or_else(|e| panic!("{route:?}.{name}: {e}"));
+            assert!(same_json(&field_json(&returned, &name), &value), "{route:?}.{name}");
+            for (other, attribute) in &original {
+                if other != &name && other != "updated_at" {
+                    assert_eq!(returned.get(other), Some(attribute), "{route:?}: {other} changed");
+                }
+            }
+            let stored = backend.get(route.table(), &key).await;
+            assert_eq!(stored.as_ref(), Some(&returned), "{route:?}: stored item differs from returned");
+        }
+    }
+}
+
+async fn missing_record_is_not_found_and_nothing_is_created<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let key = key(route, &new_id(), &new_id());
+        let set = vec![("name", AttributeValue::S("x".into()))];
+        let result = backend.update(update(route, key.clone(), set)).await;
+        assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
+        assert_eq!(backend.get(route.table(), &key).await, None, "{route:?}: upserted");
+    }
+}
+
+async fn another_projects_record_is_not_found_and_unchanged<B: Backend>(backend: &B) {
+    for route in [Route::McpServers, Route::Models] {
+        let (owner, intruder, id) = (new_id(), new_id(), new_id());
+        let original = route.item(&owner, &id);
+        backend.put(route.table(), original.clone()).await;
+        let set = vec![("name", AttributeValue::S("hijacked".into()))];
+        let result = backend.update(update(route, key(route, &intruder, &id), set)).await;
+        assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
+        assert_eq!(backend.get(route.table(), &key(route, &owner, &id)).await, Some(original));
+        assert_eq!(backend.get(route.table(), &key(route, &intruder, &id)).await, None);
+    }
+}
+
+async fn parameters_of_every_json_type_round_trip<B: Backend>(backend: &B) {
+    let route = Route::Models;
+    let parameters: Value = serde_json::from_str(
+        r#"{"string": "s", "empty": "", "unicode": "模型 😀", "int": 42, "negative": -7,
+            "float": 0.25, "exp": 1.5e3, "big": 12345678901234567890123456789012345678,
+            "tiny": 1e-130, "huge": 9.99e125, "zero": 0, "true": true, "false": false, "null": null,
+            "array": [1, "two", null, [3], {"four": 4}], "empty_array": [], "empty_object": {},
+            "nested": {"reasoning": {"effort": "high", "budget": 1024}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (project, id) = (new_id(), new_id());
+    backend.put(route.table(), route.item(&project, &id)).await;
+    let key = key(route, &project, &id);
+    let set = vec![("parameters", item::to_attribute(&parameters))];
+    let returned = backend.update(update(route, key.clone(), set)).await;
+    let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        same_json(&field_json(&returned, "parameters"), &parameters),
+        "returned {}",
+        field_json(&returned, "parameters")
+    );
+    let stored = backend.get(route.table(), &key).await.unwrap_or_default();
+    assert!(same_json(&field_json(&stored, "parameters"), &parameters));
+    // Stored natively: an object is M, an array L, a number N, null NULL.
+    let Some(AttributeValue::M(map)) = stored.get("parameters") else {
+        panic!("parameters not stored as M");
+    };
+    assert!(matches!(map.get("array"), Some(AttributeValue::L(_))));
+    assert!(matches!(map.get("big"), Some(AttributeValue::N(_))));
+    assert!(matches!(map.get("null"), Some(AttributeValue::Null(true))));
+    assert!(matches!(map.get("true"), Some(AttributeValue::Bool(true))));
+}
+
+async fn headers_and_parameters_are_replaced_not_merged<B: Backend>(backend: &B) {
+    for (route, name, value) in [
+        (Route::McpServers, "headers", json!({"X-New": "new"})),
+        (Route::Models, "parameters", json!({"new": 2})),
+    ] {
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let set = vec![(static_name(name), item::to_attribute(&value))];
+        let returned = backend.update(update(route, key(route, &project, &id), set)).await;
+        let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+        assert!(same_json(&field_json(&returned, name), &value), "{route:?} merged");
+    }
+}
+
+async fn updated_at_moves_and_created_at_stays<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let set = vec![("name", AttributeValue::S("renamed".into()))];
+        let returned = backend.update(update(route, key(route, &project, &id), set)).await;
+        let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(returned["updated_at"], AttributeValue::S("2026-11-21T14:55:00.123Z".into()));
+        assert_eq!(returned["created_at"], AttributeValue::S("2026-01-01T00:00:00.000Z".into()));
+    }
+}
+
+async fn version_counts_every_update<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await; // no version attribute
+        let key = key(route, &project, &id);
+        for expected in 1..=3 {
+            let set = vec![("name", AttributeValue::S(format!("v{expected}")))];
+            let returned = backend.update(update(route, key.clone(), set)).await;
+            let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(item::version(&returned), Ok(expected), "{route:?}");
+        }
+    }
+}
+
+async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        let mut original = route.item(&project, &id);
+        backend.put(route.table(), original.clone()).await;
+        let key = key(route, &project, &id);
+        let guarded = |versions: Vec<u64>, name: &str| Update {
+            expected_versions: Some(versions),
+            ..update(route, key.clone(), vec![("name", AttributeValue::S(name.into()))])
+        };
+        // No version attribute counts as 0.
+        assert_eq!(
+            backend.update(guarded(vec![1], "stale")).await,
+            Err(StoreError::VersionMismatch { current: 0 })
+        );
+        assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
+        let first = backend.update(guarded(vec![0], "first")).await;
+        assert_eq!(first.as_ref().map(item::version), Ok(Ok(1)), "{route:?}");
+        // A list matches if any entry does; an empty list never does.
+        let second = backend.update(guarded(vec![7, 1], "second")).await;
+        assert_eq!(second.as_ref().map(item::version), Ok(Ok(2)));
+        let before = backend.get(route.table(), &key).await;
+        assert_eq!(
+            backend.update(guarded(vec![], "never")).await,
+            Err(StoreError::VersionMismatch { current: 2 })
+        );
+        assert_eq!(
+            backend.update(guarded(vec![1], "stale")).await,
+            Err(StoreError::VersionMismatch { current: 2 })
+        );
+        assert_eq!(backend.get(route.table(), &key).await, before, "a refused write changed the item");
+        // A missing record is missing, whatever the precondition.
+        let missing = Update {
+            key: Key { id: new_id(), ..key.clone() },
+            ..guarded(vec![0], "missing")
+        };
+        assert_eq!(backend.update(missing).await, Err(StoreError::NotFound));
+        // An explicit version attribute of 0 matches 0 too.
+        original.insert("version".into(), AttributeValue::N("0".into()));
+        original.insert("id".into(), AttributeValue::S(new_id()));
+        let zero_key = Key::of_item(route.table(), &original).unwrap_or_else(|| panic!("no key"));
+        backend.put(route.table(), original).await;
+        let zero = Update { key: zero_key, ..guarded(vec![0], "zero") };
+        assert_eq!(backend.update(zero).await.as_ref().map(item::version), Ok(Ok(1)));
+    }
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod memory_store {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(&super::memory()).await;
+            })*
+        }
+        mod dynamodb_local {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(&super::dynamo().await).await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    each_field_updates_alone,
+    missing_record_is_not_found_and_nothing_is_created,
+    another_projects_record_is_not_found_and_unchanged,
+    parameters_of_every_json_type_round_trip,
+    headers_and_parameters_are_replaced_not_merged,
+    updated_at_moves_and_created_at_stays,
+    version_counts_every_update,
+    expected_versions_guard_the_write,
+);

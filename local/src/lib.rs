@@ -50,7 +50,9 @@ pub async fn route<S: Store>(app: &App<S>, request: Request) -> Response {
         return unrouted(&request, ApiError::MethodNotAllowed, started, &request_id);
     }
     let query = parse_query(request.uri().query().unwrap_or_default());
-    let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy().into_owned();
+    let id = percent_encoding::percent_decode_str(id)
+        .decode_utf8_lossy()
+        .into_owned();
     let mut context = Context::default();
     context.request_id = request_id;
     let request = request
@@ -75,7 +77,10 @@ fn split_path(path: &str) -> Option<(&str, &str)> {
 fn parse_query(raw: &str) -> HashMap<String, Vec<String>> {
     let mut query: HashMap<String, Vec<String>> = HashMap::new();
     for (name, value) in url::form_urlencoded::parse(raw.as_bytes()) {
-        query.entry(name.into_owned()).or_default().push(value.into_owned());
+        query
+            .entry(name.into_owned())
+            .or_default()
+            .push(value.into_owned());
     }
     query
 }
@@ -94,7 +99,10 @@ fn unrouted(request: &Request, error: ApiError, started: Instant, request_id: &s
 
 /// Reads a hyper request into `lambda_http`'s type, routes it, and turns
 /// the response back.
-pub async fn respond<S: Store>(app: &App<S>, request: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
+pub async fn respond<S: Store>(
+    app: &App<S>,
+    request: hyper::Request<Incoming>,
+) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let response = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => {
@@ -156,7 +164,10 @@ pub async fn serve<S: Store + 'static>(
             () = &mut shutdown => break,
         }
     }
-    if tokio::time::timeout(DRAIN_TIME, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIME, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("in-flight requests did not finish in time");
     }
     Ok(())
@@ -168,7 +179,10 @@ mod tests {
 
     #[test]
     fn paths() {
-        assert_eq!(split_path("/api/agent-server/models/abc"), Some(("models", "abc")));
+        assert_eq!(
+            split_path("/api/agent-server/models/abc"),
+            Some(("models", "abc"))
+        );
         assert_eq!(split_path("/api/agent-server/models/"), None);
         assert_eq!(split_path("/api/agent-server/models"), None);
         assert_eq!(split_path("/api/agent-server/models/a/b"), None);

@@ -35,7 +35,9 @@ fn options() -> Result<Options, String> {
         match arg.as_str() {
             "--addr" => {
                 let value = args.next().ok_or("--addr needs HOST:PORT")?;
-                options.addr = value.parse().map_err(|_| format!("--addr: not HOST:PORT: {value}"))?;
+                options.addr = value
+                    .parse()
+                    .map_err(|_| format!("--addr: not HOST:PORT: {value}"))?;
             }
             "--setup" => options.setup = true,
             "-h" | "--help" => return Err(String::new()),
@@ -57,15 +59,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    agent_server_shared::logging::init();
     match run(options).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -82,9 +76,12 @@ async fn run(options: Options) -> Result<(), String> {
             .await
             .map_err(|e| format!("could not prepare DynamoDB (is DynamoDB Local running?): {e}"))?;
     }
-    let listener = TcpListener::bind(options.addr)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e} (is another local-api running?)", options.addr))?;
+    let listener = TcpListener::bind(options.addr).await.map_err(|e| {
+        format!(
+            "cannot listen on {}: {e} (is another local-api running?)",
+            options.addr
+        )
+    })?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "listening");
     if options.setup {
@@ -97,7 +94,9 @@ async fn run(options: Options) -> Result<(), String> {
         }
         tracing::info!("shutting down");
     };
-    serve(listener, Arc::new(app), shutdown).await.map_err(|e| e.to_string())
+    serve(listener, Arc::new(app), shutdown)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn try_these(addr: SocketAddr) -> String {

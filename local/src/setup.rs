@@ -7,7 +7,9 @@ use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
-use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
 
 use crate::samples;
 
@@ -57,7 +59,10 @@ pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), S
         }
         match request.send().await {
             Ok(_) => {}
-            Err(error) if error.as_service_error().is_some_and(|e| e.is_resource_in_use_exception()) => {}
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception()) => {}
             Err(error) => return Err(failed(format!("create table {name}"), error)),
         }
     }

@@ -14,6 +14,7 @@ pub mod handler;
 pub mod ids;
 pub mod item;
 pub mod json;
+pub mod logging;
 pub mod patch;
 pub mod records;
 pub mod request;

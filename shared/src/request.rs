@@ -77,10 +77,11 @@ pub fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError
             tags += 1;
             if let EntityTag::Strong(opaque) = tag {
                 // Only the canonical decimal spelling is an ETag this service issued.
-                if let Ok(version) = opaque.parse::<u64>() {
-                    if version.to_string() == opaque && !versions.contains(&version) {
-                        versions.push(version);
-                    }
+                if let Ok(version) = opaque.parse::<u64>()
+                    && version.to_string() == opaque
+                    && !versions.contains(&version)
+                {
+                    versions.push(version);
                 }
             }
         }

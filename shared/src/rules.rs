@@ -392,13 +392,21 @@ pub fn decimal_parts(text: &str) -> Option<(bool, String, i64)> {
     let leading_zeros = digits.len() - significant.len();
     // An exponent too long for i64 is saturated: far outside any range anyway.
     let exponent = exponent.parse::<i64>().unwrap_or_else(|_| {
-        if exponent.starts_with('-') { i64::MIN } else { i64::MAX }
+        if exponent.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }
     });
     // value = 0.d1d2... x 10^(integer digits before the first significant one)
-    let point = i64::try_from(integer.len()).unwrap_or(i64::MAX)
-        - i64::try_from(leading_zeros).unwrap_or(i64::MAX);
+    let point =
+        i64::try_from(integer.len()).unwrap_or(i64::MAX) - i64::try_from(leading_zeros).unwrap_or(i64::MAX);
     let scientific = exponent.saturating_add(point).saturating_sub(1);
-    Some((negative, significant.trim_end_matches('0').to_string(), scientific))
+    Some((
+        negative,
+        significant.trim_end_matches('0').to_string(),
+        scientific,
+    ))
 }
 
 /// Checks that a JSON number's text is representable as a DynamoDB number:

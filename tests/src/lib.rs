@@ -90,7 +90,9 @@ fn start_dynamo_local() -> DynamoLocal {
             panic!(
                 "DynamoDB Local did not start on port {port} ({}). It needs Java 17+ and npm \
                  (tools/dynamodb-local/run). Its output:\n{output}",
-                exited.map_or("timed out after 90 s".to_string(), |status| format!("exited: {status}"))
+                exited.map_or("timed out after 90 s".to_string(), |status| format!(
+                    "exited: {status}"
+                ))
             );
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -231,7 +233,10 @@ impl Route {
                 item.insert("project_id".into(), s(project_id));
                 item.insert("model_id".into(), s("claude-opus-4"));
                 item.insert("provider_type".into(), s("Anthropic"));
-                item.insert("parameters".into(), A::M([("old".to_string(), A::N("1".into()))].into()));
+                item.insert(
+                    "parameters".into(),
+                    A::M([("old".to_string(), A::N("1".into()))].into()),
+                );
             }
         }
         item
@@ -284,19 +289,15 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
     }
 }
 
-/// Installs a JSON subscriber at TRACE level, capturing every log line
-/// (the SDK's included) on this thread until the guard is dropped.
+/// Installs the services' own subscriber with TRACE asked for everywhere,
+/// capturing every line it lets through on this thread until the guard is
+/// dropped.
 pub fn capture_logs() -> (CapturedLogs, tracing::subscriber::DefaultGuard) {
     let logs = CapturedLogs::default();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(logs.clone())
-        .finish();
+    let subscriber = agent_server_shared::logging::subscriber(logs.clone(), "trace");
     let guard = tracing::subscriber::set_default(subscriber);
     (logs, guard)
 }
-
 
 /// JSON equality with numbers compared by value (`1.5e3` equals `1500`),
 /// as DynamoDB may respell a number it stores.
@@ -304,9 +305,12 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
     use agent_server_shared::rules::decimal_parts;
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
-            decimal_parts(&x.to_string()).is_some() && decimal_parts(&x.to_string()) == decimal_parts(&y.to_string())
+            decimal_parts(&x.to_string()).is_some()
+                && decimal_parts(&x.to_string()) == decimal_parts(&y.to_string())
         }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
         }

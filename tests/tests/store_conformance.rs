@@ -38,7 +38,13 @@ impl Store for Dynamo {
 impl Backend for Dynamo {
     async fn put(&self, table: Table, item: Item) {
         let name = TableNames::default().name(table).to_string();
-        let result = self.client.put_item().table_name(name).set_item(Some(item)).send().await;
+        let result = self
+            .client
+            .put_item()
+            .table_name(name)
+            .set_item(Some(item))
+            .send()
+            .await;
         assert!(result.is_ok(), "PutItem failed: {result:?}");
     }
     async fn get(&self, table: Table, key: &Key) -> Option<Item> {
@@ -98,10 +104,19 @@ fn field_json(item: &Item, name: &str) -> Value {
 }
 
 fn static_name(name: &str) -> &'static str {
-    ["name", "api_key", "enabled", "endpoint", "headers", "model_id", "provider_type", "parameters"]
-        .into_iter()
-        .find(|known| *known == name)
-        .unwrap_or_else(|| panic!("unexpected field {name}"))
+    [
+        "name",
+        "api_key",
+        "enabled",
+        "endpoint",
+        "headers",
+        "model_id",
+        "provider_type",
+        "parameters",
+    ]
+    .into_iter()
+    .find(|known| *known == name)
+    .unwrap_or_else(|| panic!("unexpected field {name}"))
 }
 
 async fn each_field_updates_alone<B: Backend>(backend: &B) {
@@ -114,14 +129,21 @@ async fn each_field_updates_alone<B: Backend>(backend: &B) {
             let set = vec![(static_name(&name), item::to_attribute(&value))];
             let returned = backend.update(update(route, key.clone(), set)).await;
             let returned = returned.unwrap_or_else(|e| panic!("{route:?}.{name}: {e}"));
-            assert!(same_json(&field_json(&returned, &name), &value), "{route:?}.{name}");
+            assert!(
+                same_json(&field_json(&returned, &name), &value),
+                "{route:?}.{name}"
+            );
             for (other, attribute) in &original {
                 if other != &name && other != "updated_at" {
                     assert_eq!(returned.get(other), Some(attribute), "{route:?}: {other} changed");
                 }
             }
             let stored = backend.get(route.table(), &key).await;
-            assert_eq!(stored.as_ref(), Some(&returned), "{route:?}: stored item differs from returned");
+            assert_eq!(
+                stored.as_ref(),
+                Some(&returned),
+                "{route:?}: stored item differs from returned"
+            );
         }
     }
 }
@@ -132,7 +154,11 @@ async fn missing_record_is_not_found_and_nothing_is_created<B: Backend>(backend:
         let set = vec![("name", AttributeValue::S("x".into()))];
         let result = backend.update(update(route, key.clone(), set)).await;
         assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
-        assert_eq!(backend.get(route.table(), &key).await, None, "{route:?}: upserted");
+        assert_eq!(
+            backend.get(route.table(), &key).await,
+            None,
+            "{route:?}: upserted"
+        );
     }
 }
 
@@ -142,10 +168,18 @@ async fn another_projects_record_is_not_found_and_unchanged<B: Backend>(backend:
         let original = route.item(&owner, &id);
         backend.put(route.table(), original.clone()).await;
         let set = vec![("name", AttributeValue::S("hijacked".into()))];
-        let result = backend.update(update(route, key(route, &intruder, &id), set)).await;
+        let result = backend
+            .update(update(route, key(route, &intruder, &id), set))
+            .await;
         assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
-        assert_eq!(backend.get(route.table(), &key(route, &owner, &id)).await, Some(original));
-        assert_eq!(backend.get(route.table(), &key(route, &intruder, &id)).await, None);
+        assert_eq!(
+            backend.get(route.table(), &key(route, &owner, &id)).await,
+            Some(original)
+        );
+        assert_eq!(
+            backend.get(route.table(), &key(route, &intruder, &id)).await,
+            None
+        );
     }
 }
 
@@ -190,9 +224,14 @@ async fn headers_and_parameters_are_replaced_not_merged<B: Backend>(backend: &B)
         let (project, id) = (new_id(), new_id());
         backend.put(route.table(), route.item(&project, &id)).await;
         let set = vec![(static_name(name), item::to_attribute(&value))];
-        let returned = backend.update(update(route, key(route, &project, &id), set)).await;
+        let returned = backend
+            .update(update(route, key(route, &project, &id), set))
+            .await;
         let returned = returned.unwrap_or_else(|e| panic!("{e}"));
-        assert!(same_json(&field_json(&returned, name), &value), "{route:?} merged");
+        assert!(
+            same_json(&field_json(&returned, name), &value),
+            "{route:?} merged"
+        );
     }
 }
 
@@ -201,10 +240,18 @@ async fn updated_at_moves_and_created_at_stays<B: Backend>(backend: &B) {
         let (project, id) = (new_id(), new_id());
         backend.put(route.table(), route.item(&project, &id)).await;
         let set = vec![("name", AttributeValue::S("renamed".into()))];
-        let returned = backend.update(update(route, key(route, &project, &id), set)).await;
+        let returned = backend
+            .update(update(route, key(route, &project, &id), set))
+            .await;
         let returned = returned.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(returned["updated_at"], AttributeValue::S("2026-11-21T14:55:00.123Z".into()));
-        assert_eq!(returned["created_at"], AttributeValue::S("2026-01-01T00:00:00.000Z".into()));
+        assert_eq!(
+            returned["updated_at"],
+            AttributeValue::S("2026-11-21T14:55:00.123Z".into())
+        );
+        assert_eq!(
+            returned["created_at"],
+            AttributeValue::S("2026-01-01T00:00:00.000Z".into())
+        );
     }
 }
 
@@ -252,10 +299,17 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
             backend.update(guarded(vec![1], "stale")).await,
             Err(StoreError::VersionMismatch { current: 2 })
         );
-        assert_eq!(backend.get(route.table(), &key).await, before, "a refused write changed the item");
+        assert_eq!(
+            backend.get(route.table(), &key).await,
+            before,
+            "a refused write changed the item"
+        );
         // A missing record is missing, whatever the precondition.
         let missing = Update {
-            key: Key { id: new_id(), ..key.clone() },
+            key: Key {
+                id: new_id(),
+                ..key.clone()
+            },
             ..guarded(vec![0], "missing")
         };
         assert_eq!(backend.update(missing).await, Err(StoreError::NotFound));
@@ -264,7 +318,10 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
         original.insert("id".into(), AttributeValue::S(new_id()));
         let zero_key = Key::of_item(route.table(), &original).unwrap_or_else(|| panic!("no key"));
         backend.put(route.table(), original).await;
-        let zero = Update { key: zero_key, ..guarded(vec![0], "zero") };
+        let zero = Update {
+            key: zero_key,
+            ..guarded(vec![0], "zero")
+        };
         assert_eq!(backend.update(zero).await.as_ref().map(item::version), Ok(Ok(1)));
     }
 }

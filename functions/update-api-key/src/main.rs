@@ -7,7 +7,7 @@ use lambda_http::{Error, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_http::tracing::init_default_subscriber();
+    agent_server_shared::logging::init();
     let app = App::from_env().await?;
     lambda_http::run(service_fn(|request| async {
         Ok::<_, Infallible>(update_api_key::handle(&app, request).await)

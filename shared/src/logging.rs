@@ -1,0 +1,62 @@
+//! Log set-up for the Lambda functions and the local API: JSON lines on
+//! stdout, at the level `AWS_LAMBDA_LOG_LEVEL` (or `RUST_LOG`) asks for.
+//!
+//! Whatever level is asked for, other crates log at INFO at most: at DEBUG
+//! and TRACE the AWS SDK and the HTTP stack print whole requests and
+//! responses, and an `UpdateItem` response carries the stored `api_key`.
+
+use tracing::{Level, Metadata, Subscriber};
+use tracing_subscriber::filter::{EnvFilter, FilterFn, LevelFilter, filter_fn};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// Targets of this project's own crates, which never log secrets and so
+/// may log at any level.
+const OWN_TARGETS: [&str; 6] = [
+    "agent_server_shared",
+    "local_api",
+    "update_api_key",
+    "update_mcp_server",
+    "update_model",
+    "access",
+];
+
+/// Drops DEBUG and TRACE events from every crate but this project's.
+pub fn secret_safe() -> FilterFn<impl Fn(&Metadata<'_>) -> bool + Clone> {
+    filter_fn(|metadata: &Metadata<'_>| {
+        *metadata.level() <= Level::INFO
+            || OWN_TARGETS
+                .iter()
+                .any(|own| metadata.target().split("::").next() == Some(*own))
+    })
+}
+
+/// A JSON subscriber writing to `writer` at `level` (a `RUST_LOG`-style
+/// directive list), with [`secret_safe`] applied.
+pub fn subscriber<W>(writer: W, level: &str) -> impl Subscriber + Send + Sync
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .parse_lossy(level);
+    tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .finish()
+        .with(secret_safe())
+}
+
+/// Installs the subscriber on stdout, at the level Lambda's advanced
+/// logging controls (`AWS_LAMBDA_LOG_LEVEL`) or `RUST_LOG` set, INFO if
+/// neither is set. Does nothing if a subscriber is already installed.
+pub fn init() {
+    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    let _ = tracing::subscriber::set_global_default(subscriber(std::io::stdout, &level.to_ascii_lowercase()));
+}

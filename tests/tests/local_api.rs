@@ -1,0 +1,194 @@
+//! The local API over real HTTP, backed by DynamoDB Local: routing, the
+//! 404/405 envelopes, body limits, and the write really landing.
+
+use std::sync::Arc;
+
+use agent_server_shared::rules::Policy;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use integration_tests::{Route, client, dynamo_app, dynamo_local};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+struct Reply {
+    status: u16,
+    headers: hyper::HeaderMap,
+    body: Value,
+}
+
+struct Server {
+    base: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start() -> Server {
+    let app = Arc::new(
+        dynamo_app(Policy {
+            allow_private_endpoints: true,
+        })
+        .await,
+    );
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let base = format!(
+        "http://{}",
+        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let done = tokio::spawn(local_api::serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    Server {
+        base,
+        stop: Some(stop),
+        done,
+    }
+}
+
+async fn send(method: &str, url: &str, content_type: Option<&str>, body: impl Into<Bytes>) -> Reply {
+    let http = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut request = hyper::Request::builder().method(method).uri(url);
+    if let Some(content_type) = content_type {
+        request = request.header("content-type", content_type);
+    }
+    let request = request
+        .body(Full::new(body.into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let response = http
+        .request(request)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+#[tokio::test]
+async fn serves_the_three_routes_and_writes_reach_dynamodb() {
+    let mut server = start().await;
+    let local = dynamo_local().await;
+    let dynamo = client(&local.endpoint);
+    for route in Route::ALL {
+        let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+        let table = agent_server_shared::config::TableNames::default()
+            .name(route.table())
+            .to_string();
+        let put = dynamo
+            .put_item()
+            .table_name(&table)
+            .set_item(Some(route.item(&project, &id)))
+            .send()
+            .await;
+        assert!(put.is_ok());
+        let query = if route.scoped() {
+            format!("?project_id={project}")
+        } else {
+            String::new()
+        };
+        let url = format!(
+            "{}/api/agent-server/{}/{id}{query}",
+            server.base,
+            route.collection()
+        );
+        let body = route.full_body();
+        let reply = send("PUT", &url, Some("application/json"), body.to_string()).await;
+        assert_eq!(reply.status, 200, "{route:?}: {}", reply.body);
+        assert_eq!(reply.body["message"], route.success_message());
+        assert_eq!(reply.headers["etag"], "\"1\"");
+        assert_eq!(reply.headers["content-type"], "application/json");
+
+        let key = agent_server_shared::store::Key {
+            project_id: route.scoped().then(|| project.clone()),
+            id: id.clone(),
+        };
+        let stored = dynamo
+            .get_item()
+            .table_name(&table)
+            .set_key(Some(key.attributes()))
+            .consistent_read(true)
+            .send()
+            .await;
+        let stored = stored.ok().and_then(|o| o.item).unwrap_or_default();
+        for (name, value) in body.as_object().cloned().unwrap_or_default() {
+            let attribute = stored.get(&name).unwrap_or_else(|| panic!("{name} not stored"));
+            let read = agent_server_shared::item::to_json(&name, attribute).unwrap_or_default();
+            assert!(
+                integration_tests::same_json(&read, &value),
+                "{route:?}.{name}: stored {read}"
+            );
+            if name != "api_key" {
+                assert!(integration_tests::same_json(&reply.body["data"][&name], &value));
+            }
+        }
+    }
+    if let Some(stop) = server.stop.take() {
+        let _ = stop.send(());
+    }
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(10), &mut server.done).await;
+    assert!(matches!(finished, Ok(Ok(Ok(())))), "server did not stop cleanly");
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_get_envelopes() {
+    let server = start().await;
+    let id = uuid::Uuid::new_v4();
+    for path in [
+        "/",
+        "/api/agent-server/widgets/{id}",
+        "/api/agent-server/models/",
+        "/api/agent-server/models/{id}/x",
+    ] {
+        let url = format!("{}{}", server.base, path.replace("{id}", &id.to_string()));
+        let reply = send("PUT", &url, Some("application/json"), "{}").await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.body["errorDetails"]["code"], "not_found");
+        assert_eq!(reply.body["status"], 404);
+    }
+    for method in ["GET", "POST", "DELETE", "PATCH"] {
+        let url = format!("{}/api/agent-server/api-keys/{id}", server.base);
+        let reply = send(method, &url, None, "").await;
+        assert_eq!(reply.status, 405, "{method}");
+        assert_eq!(reply.headers["allow"], "PUT");
+        assert_eq!(reply.body["errorDetails"]["code"], "method_not_allowed");
+    }
+}
+
+#[tokio::test]
+async fn oversized_and_non_json_bodies_over_http() {
+    let server = start().await;
+    let url = format!(
+        "{}/api/agent-server/api-keys/{}",
+        server.base,
+        uuid::Uuid::new_v4()
+    );
+    let reply = send("PUT", &url, Some("application/json"), vec![b' '; 64 * 1024 + 1]).await;
+    assert_eq!(
+        (reply.status, reply.body["errorDetails"]["code"].clone()),
+        (413, json!("payload_too_large"))
+    );
+    let reply = send("PUT", &url, Some("application/json"), vec![b' '; 7 * 1024 * 1024]).await;
+    assert_eq!(reply.status, 413);
+    let reply = send("PUT", &url, Some("text/plain"), "{\"name\": \"x\"}").await;
+    assert_eq!(reply.status, 415);
+    let reply = send("PUT", &url, None, "{\"name\": \"x\"}").await;
+    assert_eq!(
+        reply.status, 404,
+        "no Content-Type is fine; the record is missing"
+    );
+}

@@ -1,0 +1,164 @@
+//! A sentinel secret is pushed through every success and failure path; no
+//! response body or header (other than an MCP server's own record) and no
+//! log line, the AWS SDK's included at TRACE level, may contain it.
+
+use agent_server_shared::item::Item;
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::{Store, StoreError, Update};
+use agent_server_shared::{App, Response, Settings};
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::events::Event;
+use integration_tests::{Route, capture_logs, client, dynamo_app, dynamo_local};
+use serde_json::json;
+
+const SENTINEL: &str = "sk-SENTINEL-7f3a9c2e";
+const HEADER_SENTINEL: &str = "Bearer HEADER-SENTINEL-51d0";
+
+fn leaks(response: &Response, secret: &str) -> bool {
+    let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
+    let headers = format!("{:?}", response.headers());
+    body.contains(secret) || headers.contains(secret)
+}
+
+struct Failing(StoreError);
+
+impl Store for Failing {
+    async fn update(&self, _: Update) -> Result<Item, StoreError> {
+        Err(self.0.clone())
+    }
+}
+
+// Current-thread runtime: every task, the SDK's connection tasks included,
+// logs on this thread, where the capturing subscriber is installed.
+#[tokio::test]
+async fn secrets_never_reach_a_response_or_a_log_line() {
+    let (logs, _guard) = capture_logs();
+    let app = dynamo_app(Policy::default()).await;
+    let local = dynamo_local().await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let project = uuid::Uuid::new_v4().to_string();
+    let mut key_item = Route::ApiKeys.item(&project, &id);
+    key_item.insert("api_key".into(), AttributeValue::S(SENTINEL.into()));
+    let mcp_item = Route::McpServers.item(&project, &id);
+    let dynamo = client(&local.endpoint);
+    for (table, item) in [
+        ("agent-server-api-keys", key_item),
+        ("agent-server-mcp-servers", mcp_item),
+    ] {
+        let put = dynamo
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .send()
+            .await;
+        assert!(put.is_ok(), "{put:?}");
+    }
+
+    let key = |body: String| Event::put(Route::ApiKeys, &id, None).body(body);
+    let api_key_cases = [
+        (200, key(json!({"api_key": SENTINEL}).to_string())),
+        (
+            200,
+            key(json!({"name": "stored secret stays hidden"}).to_string()),
+        ),
+        (
+            200,
+            key(json!({"api_key": SENTINEL}).to_string()).header("If-Match", "*"),
+        ),
+        (
+            400,
+            key(json!({"api_key": format!("{SENTINEL} with space")}).to_string()),
+        ),
+        (400, key(json!({"api_key": SENTINEL.repeat(300)}).to_string())),
+        (400, key(json!({"api_key": SENTINEL, "color": "red"}).to_string())),
+        (
+            400,
+            key(json!({"api_key": SENTINEL, "provider_type": SENTINEL}).to_string()),
+        ),
+        (400, key(json!({"api_key": [SENTINEL]}).to_string())),
+        (
+            400,
+            key(format!(r#"{{"api_key": "{SENTINEL}", "api_key": "{SENTINEL}"}}"#)),
+        ),
+        (400, key(format!(r#"{{"api_key": "{SENTINEL}""#))),
+        (400, key(format!(r#"{{"api_key": {SENTINEL}}}"#))),
+        (
+            412,
+            key(json!({"api_key": SENTINEL}).to_string()).header("If-Match", "\"999\""),
+        ),
+        (
+            413,
+            key(json!({"api_key": SENTINEL, "name": "x".repeat(70_000)}).to_string()),
+        ),
+        (
+            415,
+            key(json!({"api_key": SENTINEL}).to_string()).header("content-type", "text/plain"),
+        ),
+        (
+            404,
+            Event::put(Route::ApiKeys, &uuid::Uuid::new_v4().to_string(), None)
+                .json(&json!({"api_key": SENTINEL})),
+        ),
+    ];
+    for (status, event) in api_key_cases {
+        let response = Route::ApiKeys.call(&app, event.request()).await;
+        assert_eq!(response.status().as_u16(), status, "{:?}", response.body());
+        assert!(
+            !leaks(&response, SENTINEL),
+            "api_key leaked into a {status} response"
+        );
+    }
+
+    let mcp = |body: serde_json::Value| Event::put(Route::McpServers, &id, Some(&project)).json(&body);
+    let header_failures = [
+        mcp(json!({"headers": {"Authorization": format!("{HEADER_SENTINEL}\r\n")}})),
+        mcp(json!({"headers": {"Bad Name": HEADER_SENTINEL}})),
+        mcp(json!({"headers": {"A": HEADER_SENTINEL, "a": HEADER_SENTINEL}})),
+        mcp(json!({"headers": {"A": HEADER_SENTINEL.repeat(400)}})),
+        mcp(json!({"headers": {"A": HEADER_SENTINEL}, "endpoint": "http://127.0.0.1/"})),
+        mcp(json!({"headers": {"A": HEADER_SENTINEL}, "name": ""})),
+    ];
+    for event in header_failures {
+        let response = Route::McpServers.call(&app, event.request()).await;
+        assert_eq!(response.status().as_u16(), 400);
+        assert!(
+            !leaks(&response, "HEADER-SENTINEL"),
+            "a header value leaked into an error"
+        );
+    }
+    // The success response is the record, and the record has its headers.
+    let ok = mcp(json!({"headers": {"Authorization": HEADER_SENTINEL}}));
+    let response = Route::McpServers.call(&app, ok.request()).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(leaks(&response, HEADER_SENTINEL));
+
+    for error in [
+        StoreError::Unavailable("throttled".into()),
+        StoreError::Internal("boom".into()),
+    ] {
+        let failing = App {
+            store: Failing(error),
+            settings: Settings::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}")),
+        };
+        let response = Route::ApiKeys
+            .call(&failing, key(json!({"api_key": SENTINEL}).to_string()).request())
+            .await;
+        assert!(!leaks(&response, SENTINEL));
+    }
+
+    let text = logs.text();
+    assert!(
+        text.contains("\"status\":200") && text.contains("\"status\":412"),
+        "the capture saw no access lines"
+    );
+    assert!(
+        text.contains("\"level\":\"DEBUG\""),
+        "TRACE was asked for but no DEBUG line was captured"
+    );
+    let leaked: Vec<&str> = text.lines().filter(|line| line.contains("SENTINEL")).collect();
+    assert!(
+        leaked.is_empty(),
+        "a secret reached a log line:\n{}",
+        leaked.join("\n")
+    );
+}

@@ -9,7 +9,7 @@ use crate::item;
 use crate::records::Resource;
 use crate::rules::Policy;
 
-/// The attributes a valid body sets, in body order.
+/// The attributes a valid body sets, ordered by field name.
 pub type Patch = Vec<(&'static str, AttributeValue)>;
 
 /// Validates `body` for record kind `R`.
@@ -23,7 +23,11 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<P
     }
     let mut errors = Vec::new();
     let mut patch = Patch::with_capacity(body.len());
-    for (name, value) in body {
+    // Sorted explicitly: serde_json's map order depends on a cargo feature
+    // that other crates may switch on, and the error list must not.
+    let mut fields: Vec<(&String, &Value)> = body.iter().collect();
+    fields.sort_unstable_by_key(|(name, _)| *name);
+    for (name, value) in fields {
         if let Some((field, rule)) = R::FIELDS.iter().find(|(field, _)| field == name) {
             let before = errors.len();
             rule.check(field, value, policy, &mut errors);

@@ -282,7 +282,11 @@ fn headers(path: &str, value: &Value, errors: &mut Vec<FieldError>) {
         ));
     }
     let mut seen = HashSet::new();
-    for (name, header_value) in headers {
+    // Name order, whatever the map's order, so the same body always names
+    // the same duplicate.
+    let mut entries: Vec<(&String, &Value)> = headers.iter().collect();
+    entries.sort_unstable_by_key(|(name, _)| *name);
+    for (name, header_value) in entries {
         let field = format!("{path}.{name}");
         let length = name.chars().count();
         if length == 0 || length > MAX_HEADER_NAME_CHARS || !name.chars().all(is_token_char) {
@@ -343,7 +347,9 @@ fn walk_parameters(path: &str, value: &Value, depth: usize, errors: &mut Vec<Fie
     }
     match value {
         Value::Object(map) => {
-            for (key, child) in map {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by_key(|(key, _)| *key);
+            for (key, child) in entries {
                 if key.is_empty() {
                     errors.push(FieldError::new(
                         path,

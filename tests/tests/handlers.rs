@@ -39,10 +39,11 @@ async fn send<S: Store>(route: Route, app: &App<S>, event: Event) -> Outcome {
     let status = response.status().as_u16();
     assert_eq!(body["status"], status, "status field must equal the HTTP status");
     assert_eq!(response.headers()["content-type"], "application/json");
-    let keys: Vec<&str> = body
+    let mut keys: Vec<&str> = body
         .as_object()
         .map(|o| o.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    keys.sort_unstable();
     let mut expected = ["data", "error", "errorDetails", "message", "status"];
     expected.sort_unstable();
     assert_eq!(keys, expected, "exactly the five envelope keys");

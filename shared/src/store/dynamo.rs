@@ -21,7 +21,8 @@ use crate::item::{self, Item};
 pub const TIME_BUDGET: Duration = Duration::from_millis(3000);
 const ATTEMPT_BUDGET: Duration = Duration::from_millis(1000);
 const CONNECT_BUDGET: Duration = Duration::from_millis(500);
-const MAX_ATTEMPTS: u32 = 3;
+/// Attempts per update, the first included.
+pub const MAX_ATTEMPTS: u32 = 3;
 /// Error codes outside the modelled ones that still mean "try again later".
 const TRANSIENT_CODES: [&str; 3] = [
     "ServiceUnavailable",
@@ -46,7 +47,16 @@ impl DynamoStore {
     /// credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with this service's retry
     /// and time budget.
     pub async fn from_env(tables: TableNames) -> Self {
-        let config = aws_config::defaults(BehaviorVersion::latest())
+        let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+        let client = Client::from_conf(Self::budgeted(aws_sdk_dynamodb::config::Builder::from(&config)));
+        Self::new(client, tables)
+    }
+
+    /// Applies this service's retry policy and time budget to a client
+    /// configuration: at most [`MAX_ATTEMPTS`] attempts of at most 1 s each,
+    /// 0.5 s to connect, [`TIME_BUDGET`] in all.
+    pub fn budgeted(config: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::Config {
+        config
             .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
             .timeout_config(
                 TimeoutConfig::builder()
@@ -55,9 +65,7 @@ impl DynamoStore {
                     .operation_timeout(TIME_BUDGET)
                     .build(),
             )
-            .load()
-            .await;
-        Self::new(Client::new(&config), tables)
+            .build()
     }
 
     /// The underlying client.

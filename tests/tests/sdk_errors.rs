@@ -1,0 +1,161 @@
+//! How every DynamoDB failure the SDK can report becomes a store outcome,
+//! with the SDK mocked (aws-smithy-mocks), and the exact shape of the one
+//! UpdateItem request.
+
+use agent_server_shared::Table;
+use agent_server_shared::config::TableNames;
+use agent_server_shared::store::{DynamoStore, Key, Store, StoreError, Update};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+use aws_sdk_dynamodb::types::error::{
+    ConditionalCheckFailedException, InternalServerError, ProvisionedThroughputExceededException,
+    RequestLimitExceeded, ResourceNotFoundException, ThrottlingException, TransactionConflictException,
+};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_smithy_mocks::{RuleMode, mock, mock_client};
+
+fn update(expected_versions: Option<Vec<u64>>) -> Update {
+    Update {
+        table: Table::Models,
+        key: Key {
+            project_id: Some("p".into()),
+            id: "i".into(),
+        },
+        set: vec![
+            ("name", AttributeValue::S("n".into())),
+            ("parameters", AttributeValue::M(Default::default())),
+        ],
+        expected_versions,
+        now: "2026-11-21T14:55:00.123Z".into(),
+    }
+}
+
+async fn outcome_of(error: impl Fn() -> UpdateItemError + Send + Sync + 'static) -> Result<(), StoreError> {
+    let rule = mock!(Client::update_item).then_error(error);
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule]);
+    DynamoStore::new(client, TableNames::default())
+        .update(update(None))
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test]
+async fn a_failed_existence_check_without_an_old_item_is_not_found() {
+    let outcome = outcome_of(|| {
+        UpdateItemError::ConditionalCheckFailedException(ConditionalCheckFailedException::builder().build())
+    })
+    .await;
+    assert_eq!(outcome, Err(StoreError::NotFound));
+}
+
+#[tokio::test]
+async fn a_failed_check_with_an_old_item_is_a_version_mismatch() {
+    let outcome = outcome_of(|| {
+        UpdateItemError::ConditionalCheckFailedException(
+            ConditionalCheckFailedException::builder()
+                .item("id", AttributeValue::S("i".into()))
+                .item("version", AttributeValue::N("5".into()))
+                .build(),
+        )
+    })
+    .await;
+    assert_eq!(outcome, Err(StoreError::VersionMismatch { current: 5 }));
+    let no_version = outcome_of(|| {
+        UpdateItemError::ConditionalCheckFailedException(
+            ConditionalCheckFailedException::builder()
+                .item("id", AttributeValue::S("i".into()))
+                .build(),
+        )
+    })
+    .await;
+    assert_eq!(no_version, Err(StoreError::VersionMismatch { current: 0 }));
+}
+
+#[tokio::test]
+async fn throttling_and_transient_service_errors_are_unavailable() {
+    let cases: Vec<Box<dyn Fn() -> UpdateItemError + Send + Sync>> = vec![
+        Box::new(|| {
+            UpdateItemError::ProvisionedThroughputExceededException(
+                ProvisionedThroughputExceededException::builder()
+                    .message("slow down")
+                    .build(),
+            )
+        }),
+        Box::new(|| UpdateItemError::ThrottlingException(ThrottlingException::builder().build())),
+        Box::new(|| UpdateItemError::RequestLimitExceeded(RequestLimitExceeded::builder().build())),
+        Box::new(|| {
+            UpdateItemError::InternalServerError(InternalServerError::builder().message("x").build())
+        }),
+        Box::new(|| {
+            UpdateItemError::TransactionConflictException(TransactionConflictException::builder().build())
+        }),
+    ];
+    for case in cases {
+        let outcome = outcome_of(case).await;
+        assert!(matches!(outcome, Err(StoreError::Unavailable(_))), "{outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn configuration_errors_are_internal_and_never_quote_the_service_message() {
+    let outcome = outcome_of(|| {
+        UpdateItemError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("table agent-server-models SENTINEL")
+                .build(),
+        )
+    })
+    .await;
+    match outcome {
+        Err(StoreError::Internal(reason)) => assert!(!reason.contains("SENTINEL"), "{reason}"),
+        other => panic!("expected internal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered() {
+    let rule = mock!(Client::update_item)
+        .match_requests(|request| {
+            let names = request.expression_attribute_names().cloned().unwrap_or_default();
+            let values = request.expression_attribute_values().cloned().unwrap_or_default();
+            let expression = request.update_expression().unwrap_or_default();
+            let condition = request.condition_expression().unwrap_or_default();
+            // No attribute name appears bare: each is a #placeholder.
+            let bare = ["name", "parameters", "updated_at", "version", "id"]
+                .iter()
+                .any(|attribute| {
+                    expression
+                        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '#')
+                        .any(|t| t == *attribute)
+                });
+            let mut attributes: Vec<&str> = names.values().map(String::as_str).collect();
+            attributes.sort_unstable();
+            request.table_name() == Some("agent-server-models")
+                && request
+                    .key()
+                    .is_some_and(|k| k.len() == 2 && k.contains_key("project_id") && k.contains_key("id"))
+                && !bare
+                && attributes == ["id", "name", "parameters", "updated_at", "version"]
+                && expression.starts_with("SET ")
+                && expression.contains("if_not_exists(#version, :zero) + :one")
+                && condition == "attribute_exists(#id) AND (#version IN (:v0))"
+                && values.get(":v0") == Some(&AttributeValue::N("4".into()))
+                && request.return_values() == Some(&ReturnValue::AllNew)
+                && request.return_values_on_condition_check_failure()
+                    == Some(&ReturnValuesOnConditionCheckFailure::AllOld)
+        })
+        .then_output(|| {
+            UpdateItemOutput::builder()
+                .attributes("id", AttributeValue::S("i".into()))
+                .attributes("version", AttributeValue::N("5".into()))
+                .build()
+        });
+    let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule]);
+    let store = DynamoStore::new(client, TableNames::default());
+    let item = store.update(update(Some(vec![4]))).await;
+    assert!(
+        item.is_ok(),
+        "the request did not have the expected shape: {item:?}"
+    );
+    assert_eq!(rule.num_calls(), 1);
+}

@@ -47,7 +47,7 @@ static DYNAMO: OnceCell<DynamoLocal> = OnceCell::const_new();
 pub async fn dynamo_local() -> &'static DynamoLocal {
     DYNAMO
         .get_or_init(|| async {
-            let local = start_dynamo_local();
+            let local = DynamoLocal::start(free_port());
             let client = client(&local.endpoint);
             let deadline = Duration::from_secs(60);
             if let Err(error) = local_api::setup::prepare(&client, &TableNames::default(), deadline).await {
@@ -58,8 +58,37 @@ pub async fn dynamo_local() -> &'static DynamoLocal {
         .await
 }
 
-fn start_dynamo_local() -> DynamoLocal {
-    let port = free_port();
+impl DynamoLocal {
+    /// Starts a DynamoDB Local of its own on `port` (no tables), waiting
+    /// until it accepts connections.
+    ///
+    /// # Panics
+    /// If it cannot be installed or started, with its output.
+    pub fn start(port: u16) -> Self {
+        start_dynamo_local(port)
+    }
+
+    /// Stops the emulator and waits for it to exit; its data is gone.
+    pub fn stop(self) {
+        let Ok((mut child, stdin)) = self._lifeline.into_inner() else {
+            return;
+        };
+        drop(stdin); // the wrapper's `cat` ends and it kills the emulator
+        let _ = child.wait();
+        let port = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .unwrap_or(0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn start_dynamo_local(port: u16) -> DynamoLocal {
     let script = repo_root().join("tools/dynamodb-local/run");
     let log_path = std::env::temp_dir().join(format!("agent-server-dynamodb-local-{port}.log"));
     let log = std::fs::File::create(&log_path)

@@ -1,0 +1,167 @@
+//! DynamoDB failing under a serving local-api: stopped (connection refused)
+//! and silent (accepts, never answers). Requests must get a 503 envelope with
+//! Retry-After within the store's time budget, never hang or panic, and
+//! succeed again once the database is back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_server_shared::config::TableNames;
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
+use agent_server_shared::{App, Settings};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use integration_tests::{DynamoLocal, Route, client, free_port};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+const PROJECT: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const ID: &str = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
+/// Slack on top of the budget for scheduling on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// A store with the production retry and time budget, on `endpoint`.
+fn budgeted_app(endpoint: &str) -> Arc<App<DynamoStore>> {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"));
+    let client = Client::from_conf(DynamoStore::budgeted(config));
+    Arc::new(App {
+        store: DynamoStore::new(client, TableNames::default()),
+        settings: Settings {
+            tables: TableNames::default(),
+            policy: Policy::default(),
+        },
+    })
+}
+
+async fn serve(app: Arc<App<DynamoStore>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let base = format!(
+        "http://{}",
+        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    tokio::spawn(local_api::serve(listener, app, std::future::pending::<()>()));
+    base
+}
+
+async fn seed(endpoint: &str) {
+    let dynamo = client(endpoint);
+    let prepared = local_api::setup::prepare(&dynamo, &TableNames::default(), Duration::from_secs(30)).await;
+    assert!(prepared.is_ok(), "{prepared:?}");
+    let put = dynamo
+        .put_item()
+        .table_name(TableNames::default().models)
+        .set_item(Some(Route::Models.item(PROJECT, ID)))
+        .send()
+        .await;
+    assert!(put.is_ok(), "{put:?}");
+}
+
+/// PUTs a rename; returns status, Retry-After, errorDetails.code and the time taken.
+async fn rename(base: &str) -> (u16, Option<String>, Value, Duration) {
+    let http = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let url = format!("{base}/api/agent-server/models/{ID}?project_id={PROJECT}");
+    let request = hyper::Request::put(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(br#"{"name": "renamed"}"#)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let started = Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(30), http.request(request))
+        .await
+        .unwrap_or_else(|_| panic!("the request hung for 30 s"))
+        .unwrap_or_else(|e| panic!("local-api failed: {e}"));
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
+    (status, retry_after, body["errorDetails"]["code"].clone(), elapsed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_database_is_503_within_budget_and_recovery_is_automatic() {
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dynamodb = DynamoLocal::start(port);
+    seed(&endpoint).await;
+    let base = serve(budgeted_app(&endpoint)).await;
+    assert_eq!(rename(&base).await.0, 200);
+
+    dynamodb.stop();
+    for _ in 0..3 {
+        let (status, retry_after, code, elapsed) = rename(&base).await;
+        assert_eq!(
+            (status, retry_after.as_deref(), code.as_str()),
+            (503, Some("1"), Some("unavailable"))
+        );
+        assert!(
+            elapsed < TIME_BUDGET + SLACK,
+            "took {elapsed:?}, budget {TIME_BUDGET:?}"
+        );
+    }
+
+    let dynamodb = DynamoLocal::start(port);
+    seed(&endpoint).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = rename(&base).await.0;
+    while status != 200 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        status = rename(&base).await.0;
+    }
+    assert_eq!(
+        status, 200,
+        "requests did not succeed again after DynamoDB came back"
+    );
+    for _ in 0..3 {
+        assert_eq!(rename(&base).await.0, 200);
+    }
+    dynamodb.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_never_answers_is_503_within_budget() {
+    // Accepts connections and reads, but never writes a byte back.
+    let silent = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = format!("http://{}", silent.local_addr().unwrap_or_else(|e| panic!("{e}")));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let base = serve(budgeted_app(&endpoint)).await;
+    let (status, retry_after, code, elapsed) = rename(&base).await;
+    assert_eq!(
+        (status, retry_after.as_deref(), code.as_str()),
+        (503, Some("1"), Some("unavailable"))
+    );
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "gave up before one attempt's budget: {elapsed:?}"
+    );
+    assert!(
+        elapsed < TIME_BUDGET + SLACK,
+        "took {elapsed:?}, budget {TIME_BUDGET:?}"
+    );
+}

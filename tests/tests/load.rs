@@ -44,7 +44,7 @@ fn fields(route: Route, n: usize) -> Vec<(&'static str, Value, Value)> {
                 json!(format!("sk-load-{n}")),
                 json!(format!("sk-lost-{n}")),
             ),
-            ("enabled", json!(n % 2 == 0), json!(n % 2 == 1)),
+            ("enabled", json!(n.is_multiple_of(2)), json!(!n.is_multiple_of(2))),
         ],
         Route::McpServers => vec![
             ("name", json!(format!("server {n}")), json!(format!("lost {n}"))),
@@ -80,7 +80,11 @@ fn fields(route: Route, n: usize) -> Vec<(&'static str, Value, Value)> {
     }
 }
 
-fn plan(project: &str) -> (Vec<Write>, Vec<(Route, Key)>, Vec<(Route, Key)>) {
+/// Records of one route, by key.
+type Records = Vec<(Route, Key)>;
+
+/// The writes to send, the records they target, and keys that must stay missing.
+fn plan(project: &str) -> (Vec<Write>, Records, Records) {
     let mut writes = Vec::new();
     let mut records = Vec::new();
     let mut missing = Vec::new();

@@ -15,7 +15,7 @@ FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test check validate unit package dynamodb-local tools clean
+.PHONY: help run test check validate unit api-test package dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ run: dynamodb-local ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local
 	cargo build --locked -p local-api
 	scripts/run-local.sh
 
-test: check validate unit package ## Every check and test (what CI runs)
+test: check validate unit api-test package ## Every check and test (what CI runs)
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -35,16 +35,21 @@ unit: dynamodb-local ## All Rust tests; those that need DynamoDB Local start the
 	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
 
-validate: $(TOOLS) ## cfn-lint, sam validate --lint, and the template's auth and IAM checks
+validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(VENV)/bin/python tools/check_template.py template.yaml
+	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
 
 package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
 	rustup target add aarch64-unknown-linux-gnu
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
+
+api-test: $(TOOLS) dynamodb-local ## Schemathesis against local-api and DynamoDB Local (every default check)
+	cargo build --locked -p local-api
+	scripts/api-test.sh
 
 tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-lambda
 

@@ -97,7 +97,8 @@ enum EntityTag<'a> {
     Weak,
 }
 
-/// Parses RFC 9110 `1#entity-tag`; `None` if malformed or empty.
+/// Parses RFC 9110 `#entity-tag`, a list that may be empty (then no
+/// version matches); `None` if malformed.
 fn parse_entity_tags(text: &str) -> Option<Vec<EntityTag<'_>>> {
     let mut tags = Vec::new();
     let mut rest = text;
@@ -127,7 +128,7 @@ fn parse_entity_tags(text: &str) -> Option<Vec<EntityTag<'_>>> {
             return None;
         }
     }
-    (!tags.is_empty()).then_some(tags)
+    Some(tags)
 }
 
 /// The body as a JSON object, after the `Content-Type` and size checks.
@@ -283,7 +284,10 @@ mod tests {
         assert_eq!(versions("\"abc\""), "ok Some([])");
         assert_eq!(versions("\"03\""), "ok Some([])");
         assert_eq!(versions("\"a,b\", \"0\""), "ok Some([0])");
-        for bad in ["3", "\"3", "\"3\" \"4\"", "", "W/3", "\"a b\"", "*, \"3\""] {
+        // RFC 9110's `#entity-tag` may be an empty list, which matches nothing.
+        assert_eq!(versions(""), "ok Some([])");
+        assert_eq!(versions(" , ,"), "ok Some([])");
+        for bad in ["3", "\"3", "\"3\" \"4\"", "W/3", "\"a b\"", "*, \"3\"", "\"3\",x"] {
             assert_eq!(versions(bad), "invalid_if_match", "{bad:?}");
         }
     }

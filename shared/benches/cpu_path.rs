@@ -1,0 +1,168 @@
+//! The CPU path of one request, without the database: lambda_http's
+//! request in, extraction, strict JSON, validation, one (stubbed) store
+//! call, record decoding and the envelope out. Small and large (up to
+//! 16 KiB) valid bodies for each route.
+
+use std::hint::black_box;
+
+use agent_server_shared::config::TableNames;
+use agent_server_shared::item::{self, Item};
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::{Store, StoreError, Update};
+use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
+use aws_sdk_dynamodb::types::AttributeValue;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use lambda_http::RequestExt;
+use serde_json::{Value, json};
+
+/// Answers every update with the item it was built with, as DynamoDB's
+/// ALL_NEW would.
+struct Stub(Item);
+
+impl Store for Stub {
+    async fn update(&self, update: Update) -> Result<Item, StoreError> {
+        let mut item = self.0.clone();
+        item.extend(
+            update
+                .set
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value)),
+        );
+        Ok(item)
+    }
+}
+
+fn request(path: &str, scoped: bool, body: &str) -> Request {
+    let query: std::collections::HashMap<String, Vec<String>> = if scoped {
+        [(
+            "project_id".to_string(),
+            vec!["8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d".to_string()],
+        )]
+        .into()
+    } else {
+        Default::default()
+    };
+    let request = lambda_http::http::Request::builder()
+        .method("PUT")
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Text(body.to_string()))
+        .unwrap_or_default();
+    request
+        .with_path_parameters(std::collections::HashMap::from([(
+            "id".to_string(),
+            "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f".to_string(),
+        )]))
+        .with_query_string_parameters(query)
+}
+
+fn stored(extra: &[(&str, Value)]) -> Item {
+    let mut item: Item = [
+        ("id", json!("7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f")),
+        ("project_id", json!("8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d")),
+        ("created_at", json!("2026-01-01T00:00:00.000Z")),
+        ("updated_at", json!("2026-01-01T00:00:00.000Z")),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(name, value)| (name.to_string(), item::to_attribute(value)))
+    .collect();
+    item.insert("version".into(), AttributeValue::N("7".into()));
+    item
+}
+
+fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [(&str, Value); 2]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let app = App {
+        store: Stub(item),
+        settings: Settings {
+            tables: TableNames::default(),
+            policy: Policy::default(),
+        },
+    };
+    let scoped = R::TABLE.scoped_by_project();
+    for (size, body) in bodies {
+        let text = body.to_string();
+        let path = R::ROUTE.replace("{id}", "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f");
+        let check = runtime.block_on(agent_server_shared::update::<R, Stub>(
+            &app,
+            request(&path, scoped, &text),
+        ));
+        assert_eq!(check.status(), 200, "{name} {size}: {:?}", check.body());
+        c.bench_function(&format!("{name}/{size} ({} bytes)", text.len()), |b| {
+            b.iter_batched(
+                || request(&path, scoped, &text),
+                |request| runtime.block_on(agent_server_shared::update::<R, Stub>(&app, black_box(request))),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+}
+
+fn cpu_path(c: &mut Criterion) {
+    bench_route::<ApiKey>(
+        c,
+        "api-key",
+        stored(&[("provider_type", json!("OpenAI")), ("enabled", json!(true))]),
+        [
+            (
+                "small",
+                json!({"name": "Production OpenAI key", "enabled": false}),
+            ),
+            // The largest valid API-key body: a 255-character name and a 4096-character secret.
+            (
+                "large",
+                json!({"name": "n".repeat(255), "api_key": "k".repeat(4096), "enabled": true}),
+            ),
+        ],
+    );
+    let headers: serde_json::Map<String, Value> = (0..60)
+        .map(|i| (format!("X-Header-{i}"), json!("v".repeat(250))))
+        .collect();
+    bench_route::<McpServer>(
+        c,
+        "mcp-server",
+        stored(&[("name", json!("Docs search"))]),
+        [
+            (
+                "small",
+                json!({"endpoint": "https://mcp.example.com/sse", "headers": {"Authorization": "Bearer t"}}),
+            ),
+            (
+                "16KiB",
+                json!({"endpoint": "https://mcp.example.com/sse", "headers": headers}),
+            ),
+        ],
+    );
+    let parameters: serde_json::Map<String, Value> = (0..300)
+        .map(|i| {
+            (
+                format!("p{i:03}"),
+                json!({"value": i, "weight": 0.5, "tags": ["a", "b"]}),
+            )
+        })
+        .collect();
+    bench_route::<Model>(
+        c,
+        "model",
+        stored(&[
+            ("name", json!("Claude Sonnet")),
+            ("model_id", json!("claude-sonnet-4-5")),
+        ]),
+        [
+            (
+                "small",
+                json!({"provider_type": "Anthropic", "parameters": {"temperature": 0.2, "max_tokens": 8192}}),
+            ),
+            (
+                "16KiB",
+                json!({"provider_type": "Anthropic", "parameters": parameters}),
+            ),
+        ],
+    );
+}
+
+criterion_group!(benches, cpu_path);
+criterion_main!(benches);

@@ -346,3 +346,119 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// Serves `app` with `local_api::serve` on a free loopback port until
+/// `shutdown` resolves; returns the base URL and the server task.
+pub async fn serve_local_api<S: Store + 'static>(
+    app: Arc<App<S>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("cannot listen: {e}"));
+    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let task = tokio::spawn(local_api::serve(listener, app, shutdown));
+    (format!("http://{address}"), task)
+}
+
+/// One HTTP response from the local API.
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: hyper::HeaderMap,
+    /// The body, which must be JSON.
+    pub body: Value,
+}
+
+/// Sends one request over HTTP/1.1 and reads the JSON reply.
+///
+/// # Panics
+/// If the exchange fails, takes more than 30 s, or the body is not JSON.
+pub async fn http(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<hyper::body::Bytes>,
+) -> Reply {
+    use http_body_util::{BodyExt, Full};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<hyper::body::Bytes>>();
+    let mut request = hyper::Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(Full::new(body.into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let response = tokio::time::timeout(Duration::from_secs(30), client.request(request))
+        .await
+        .unwrap_or_else(|_| panic!("{method} {url} hung for 30 s"))
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Stores `item` in `table` with PutItem, as another writer of the
+/// documented layout would.
+///
+/// # Panics
+/// If PutItem fails.
+pub async fn put_item(
+    dynamo: &Client,
+    table: agent_server_shared::Table,
+    item: agent_server_shared::item::Item,
+) {
+    let name = TableNames::default().name(table).to_string();
+    let result = dynamo
+        .put_item()
+        .table_name(name)
+        .set_item(Some(item))
+        .send()
+        .await;
+    assert!(result.is_ok(), "PutItem failed: {result:?}");
+}
+
+/// Reads an item back with a consistent read.
+///
+/// # Panics
+/// If GetItem fails.
+pub async fn get_item(
+    dynamo: &Client,
+    table: agent_server_shared::Table,
+    key: &agent_server_shared::store::Key,
+) -> Option<agent_server_shared::item::Item> {
+    let name = TableNames::default().name(table).to_string();
+    let output = dynamo
+        .get_item()
+        .table_name(name)
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await;
+    output.unwrap_or_else(|e| panic!("GetItem failed: {e:?}")).item
+}
+
+/// A store that always fails the same way.
+pub struct Failing(pub agent_server_shared::store::StoreError);
+
+impl Store for Failing {
+    async fn update(
+        &self,
+        _: agent_server_shared::store::Update,
+    ) -> Result<agent_server_shared::item::Item, agent_server_shared::store::StoreError> {
+        Err(self.0.clone())
+    }
+}

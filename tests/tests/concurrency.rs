@@ -3,24 +3,16 @@
 
 use std::sync::Arc;
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
 use aws_sdk_dynamodb::Client;
 use integration_tests::events::Event;
-use integration_tests::{Route, body_json, client, dynamo_app, dynamo_local};
+use integration_tests::{Route, body_json, client, dynamo_app, dynamo_local, get_item, put_item};
 use serde_json::json;
 
 async fn seed(dynamo: &Client, route: Route, project: &str, id: &str) -> Key {
-    let table = TableNames::default().name(route.table()).to_string();
-    let put = dynamo
-        .put_item()
-        .table_name(table)
-        .set_item(Some(route.item(project, id)))
-        .send()
-        .await;
-    assert!(put.is_ok(), "{put:?}");
+    put_item(dynamo, route.table(), route.item(project, id)).await;
     Key {
         project_id: route.scoped().then(|| project.to_string()),
         id: id.to_string(),
@@ -28,17 +20,8 @@ async fn seed(dynamo: &Client, route: Route, project: &str, id: &str) -> Key {
 }
 
 async fn stored(dynamo: &Client, route: Route, key: &Key) -> Item {
-    let table = TableNames::default().name(route.table()).to_string();
-    let output = dynamo
-        .get_item()
-        .table_name(table)
-        .set_key(Some(key.attributes()))
-        .consistent_read(true)
-        .send()
-        .await;
-    output
-        .ok()
-        .and_then(|o| o.item)
+    get_item(dynamo, route.table(), key)
+        .await
         .unwrap_or_else(|| panic!("{route:?}: item missing"))
 }
 

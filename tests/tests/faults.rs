@@ -6,17 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
 use agent_server_shared::{App, Settings};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::TokioExecutor;
-use integration_tests::{DynamoLocal, Route, client, free_port};
+use integration_tests::{DynamoLocal, Route, client, free_port, http, put_item, serve_local_api};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -43,58 +40,38 @@ fn budgeted_app(endpoint: &str) -> Arc<App<DynamoStore>> {
 }
 
 async fn serve(app: Arc<App<DynamoStore>>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let base = format!(
-        "http://{}",
-        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    tokio::spawn(local_api::serve(listener, app, std::future::pending::<()>()));
-    base
+    serve_local_api(app, std::future::pending::<()>()).await.0
 }
 
 async fn seed(endpoint: &str) {
     let dynamo = client(endpoint);
     let prepared = local_api::setup::prepare(&dynamo, &TableNames::default(), Duration::from_secs(30)).await;
     assert!(prepared.is_ok(), "{prepared:?}");
-    let put = dynamo
-        .put_item()
-        .table_name(TableNames::default().models)
-        .set_item(Some(Route::Models.item(PROJECT, ID)))
-        .send()
-        .await;
-    assert!(put.is_ok(), "{put:?}");
+    put_item(&dynamo, Table::Models, Route::Models.item(PROJECT, ID)).await;
 }
 
 /// PUTs a rename; returns status, Retry-After, errorDetails.code and the time taken.
 async fn rename(base: &str) -> (u16, Option<String>, Value, Duration) {
-    let http = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let url = format!("{base}/api/agent-server/models/{ID}?project_id={PROJECT}");
-    let request = hyper::Request::put(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(br#"{"name": "renamed"}"#)))
-        .unwrap_or_else(|e| panic!("{e}"));
     let started = Instant::now();
-    let response = tokio::time::timeout(Duration::from_secs(30), http.request(request))
-        .await
-        .unwrap_or_else(|_| panic!("the request hung for 30 s"))
-        .unwrap_or_else(|e| panic!("local-api failed: {e}"));
-    let elapsed = started.elapsed();
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
+    let reply = http(
+        "PUT",
+        &url,
+        &[("content-type", "application/json")],
+        r#"{"name": "renamed"}"#,
+    )
+    .await;
+    let retry_after = reply
+        .headers
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(String::from);
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
-    (status, retry_after, body["errorDetails"]["code"].clone(), elapsed)
+    (
+        reply.status,
+        retry_after,
+        reply.body["errorDetails"]["code"].clone(),
+        started.elapsed(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

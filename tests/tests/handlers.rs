@@ -2,13 +2,12 @@
 //! real handler functions and `lambda_http`'s own event parsing. Uses the
 //! in-memory store, which counts calls: a rejected request must make none.
 
-use agent_server_shared::item::Item;
 use agent_server_shared::rules::Policy;
-use agent_server_shared::store::{MemoryStore, Store, StoreError, Update};
+use agent_server_shared::store::{MemoryStore, Store, StoreError};
 use agent_server_shared::{App, Response, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
-use integration_tests::{Route, body_json, memory_app};
+use integration_tests::{Failing, Route, body_json, memory_app};
 use lambda_http::RequestExt;
 use serde_json::{Value, json};
 
@@ -499,15 +498,6 @@ async fn a_non_json_content_type_is_unsupported_media_type() {
                 .json(&json!({"name": "x"}));
             assert_eq!(send(route, &app, event).await.status, 200, "{content_type:?}");
         }
-    }
-}
-
-/// A store that always fails the same way.
-struct Failing(StoreError);
-
-impl Store for Failing {
-    async fn update(&self, _: Update) -> Result<Item, StoreError> {
-        Err(self.0.clone())
     }
 }
 

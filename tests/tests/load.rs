@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
@@ -15,9 +14,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
-use integration_tests::{Route, client, dynamo_app, dynamo_local, same_json};
+use integration_tests::{
+    Route, client, dynamo_app, dynamo_local, get_item, put_item, same_json, serve_local_api,
+};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 const RECORDS_PER_ROUTE: usize = 30;
@@ -186,27 +186,13 @@ fn stored_json(item: &Item, field: &str) -> Value {
 async fn every_acknowledged_write_lands_and_no_refused_one_does() {
     let app = Arc::new(dynamo_app(Policy::default()).await);
     let dynamo = client(&dynamo_local().await.endpoint);
-    let tables = TableNames::default();
     let project = uuid::Uuid::new_v4().to_string();
     let (writes, records, missing) = plan(&project);
     for (route, key) in &records {
-        let put = dynamo
-            .put_item()
-            .table_name(tables.name(route.table()))
-            .set_item(Some(route.item(&project, &key.id)))
-            .send()
-            .await;
-        assert!(put.is_ok(), "{put:?}");
+        put_item(&dynamo, route.table(), route.item(&project, &key.id)).await;
     }
 
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let base = format!(
-        "http://{}",
-        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    tokio::spawn(local_api::serve(listener, app, std::future::pending::<()>()));
+    let (base, _server) = serve_local_api(app, std::future::pending::<()>()).await;
 
     let http = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let gate = Arc::new(Semaphore::new(IN_FLIGHT));
@@ -246,16 +232,8 @@ async fn every_acknowledged_write_lands_and_no_refused_one_does() {
     }
     let mut lost = 0;
     for (route, key) in &records {
-        let read = dynamo
-            .get_item()
-            .table_name(tables.name(route.table()))
-            .set_key(Some(key.attributes()))
-            .consistent_read(true)
-            .send()
-            .await;
-        let item = read
-            .ok()
-            .and_then(|o| o.item)
+        let item = get_item(&dynamo, route.table(), key)
+            .await
             .unwrap_or_else(|| panic!("{route:?} {} vanished", key.id));
         let writes = acknowledged.get(&key.id).cloned().unwrap_or_default();
         for (field, value) in &writes {
@@ -276,15 +254,8 @@ async fn every_acknowledged_write_lands_and_no_refused_one_does() {
         );
     }
     for (route, key) in &missing {
-        let read = dynamo
-            .get_item()
-            .table_name(tables.name(route.table()))
-            .set_key(Some(key.attributes()))
-            .consistent_read(true)
-            .send()
-            .await;
         assert!(
-            read.ok().and_then(|o| o.item).is_none(),
+            get_item(&dynamo, route.table(), key).await.is_none(),
             "{route:?}: a refused write created {}",
             key.id
         );

@@ -4,20 +4,12 @@
 use std::sync::Arc;
 
 use agent_server_shared::rules::Policy;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use integration_tests::{Route, client, dynamo_app, dynamo_local};
-use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use integration_tests::{
+    Reply, Route, client, dynamo_app, dynamo_local, get_item, http, put_item, serve_local_api,
+};
+use serde_json::json;
 use tokio::sync::oneshot;
-
-struct Reply {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: Value,
-}
 
 struct Server {
     base: String,
@@ -32,17 +24,11 @@ async fn start() -> Server {
         })
         .await,
     );
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let base = format!(
-        "http://{}",
-        listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
     let (stop, stopped) = oneshot::channel::<()>();
-    let done = tokio::spawn(local_api::serve(listener, app, async {
+    let (base, done) = serve_local_api(app, async {
         let _ = stopped.await;
-    }));
+    })
+    .await;
     Server {
         base,
         stop: Some(stop),
@@ -51,32 +37,8 @@ async fn start() -> Server {
 }
 
 async fn send(method: &str, url: &str, content_type: Option<&str>, body: impl Into<Bytes>) -> Reply {
-    let http = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let mut request = hyper::Request::builder().method(method).uri(url);
-    if let Some(content_type) = content_type {
-        request = request.header("content-type", content_type);
-    }
-    let request = request
-        .body(Full::new(body.into()))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let response = http
-        .request(request)
-        .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"));
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    let headers: Vec<(&str, &str)> = content_type.map(|c| ("content-type", c)).into_iter().collect();
+    http(method, url, &headers, body).await
 }
 
 #[tokio::test]
@@ -86,16 +48,7 @@ async fn serves_the_three_routes_and_writes_reach_dynamodb() {
     let dynamo = client(&local.endpoint);
     for route in Route::ALL {
         let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
-        let table = agent_server_shared::config::TableNames::default()
-            .name(route.table())
-            .to_string();
-        let put = dynamo
-            .put_item()
-            .table_name(&table)
-            .set_item(Some(route.item(&project, &id)))
-            .send()
-            .await;
-        assert!(put.is_ok());
+        put_item(&dynamo, route.table(), route.item(&project, &id)).await;
         let query = if route.scoped() {
             format!("?project_id={project}")
         } else {
@@ -117,14 +70,7 @@ async fn serves_the_three_routes_and_writes_reach_dynamodb() {
             project_id: route.scoped().then(|| project.clone()),
             id: id.clone(),
         };
-        let stored = dynamo
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key.attributes()))
-            .consistent_read(true)
-            .send()
-            .await;
-        let stored = stored.ok().and_then(|o| o.item).unwrap_or_default();
+        let stored = get_item(&dynamo, route.table(), &key).await.unwrap_or_default();
         for (name, value) in body.as_object().cloned().unwrap_or_default() {
             let attribute = stored.get(&name).unwrap_or_else(|| panic!("{name} not stored"));
             let read = agent_server_shared::item::to_json(&name, attribute).unwrap_or_default();

@@ -2,13 +2,12 @@
 //! response body or header (other than an MCP server's own record) and no
 //! log line, the AWS SDK's included at TRACE level, may contain it.
 
-use agent_server_shared::item::Item;
 use agent_server_shared::rules::Policy;
-use agent_server_shared::store::{Store, StoreError, Update};
+use agent_server_shared::store::StoreError;
 use agent_server_shared::{App, Response, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
-use integration_tests::{Route, capture_logs, client, dynamo_app, dynamo_local};
+use integration_tests::{Failing, Route, capture_logs, client, dynamo_app, dynamo_local, put_item};
 use serde_json::json;
 
 const SENTINEL: &str = "sk-SENTINEL-7f3a9c2e";
@@ -18,14 +17,6 @@ fn leaks(response: &Response, secret: &str) -> bool {
     let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
     let headers = format!("{:?}", response.headers());
     body.contains(secret) || headers.contains(secret)
-}
-
-struct Failing(StoreError);
-
-impl Store for Failing {
-    async fn update(&self, _: Update) -> Result<Item, StoreError> {
-        Err(self.0.clone())
-    }
 }
 
 // Current-thread runtime: every task, the SDK's connection tasks included,
@@ -41,18 +32,8 @@ async fn secrets_never_reach_a_response_or_a_log_line() {
     key_item.insert("api_key".into(), AttributeValue::S(SENTINEL.into()));
     let mcp_item = Route::McpServers.item(&project, &id);
     let dynamo = client(&local.endpoint);
-    for (table, item) in [
-        ("agent-server-api-keys", key_item),
-        ("agent-server-mcp-servers", mcp_item),
-    ] {
-        let put = dynamo
-            .put_item()
-            .table_name(table)
-            .set_item(Some(item))
-            .send()
-            .await;
-        assert!(put.is_ok(), "{put:?}");
-    }
+    put_item(&dynamo, Route::ApiKeys.table(), key_item).await;
+    put_item(&dynamo, Route::McpServers.table(), mcp_item).await;
 
     let key = |body: String| Event::put(Route::ApiKeys, &id, None).body(body);
     let api_key_cases = [

@@ -7,7 +7,7 @@ use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store, StoreErro
 use agent_server_shared::{Table, config::TableNames};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::{Route, client, dynamo_local, same_json};
+use integration_tests::{Route, client, dynamo_local, get_item, put_item, same_json};
 use serde_json::{Value, json};
 
 trait Backend: Store {
@@ -37,30 +37,10 @@ impl Store for Dynamo {
 
 impl Backend for Dynamo {
     async fn put(&self, table: Table, item: Item) {
-        let name = TableNames::default().name(table).to_string();
-        let result = self
-            .client
-            .put_item()
-            .table_name(name)
-            .set_item(Some(item))
-            .send()
-            .await;
-        assert!(result.is_ok(), "PutItem failed: {result:?}");
+        put_item(&self.client, table, item).await;
     }
     async fn get(&self, table: Table, key: &Key) -> Option<Item> {
-        let name = TableNames::default().name(table).to_string();
-        let output = self
-            .client
-            .get_item()
-            .table_name(name)
-            .set_key(Some(key.attributes()))
-            .consistent_read(true)
-            .send()
-            .await;
-        match output {
-            Ok(output) => output.item,
-            Err(error) => panic!("GetItem failed: {error:?}"),
-        }
+        get_item(&self.client, table, key).await
     }
 }
 

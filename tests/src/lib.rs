@@ -96,11 +96,13 @@ fn start_dynamo_local(port: u16) -> DynamoLocal {
     let log_err = log
         .try_clone()
         .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
-    // `cat` returns when this process's end of the pipe closes (at exit,
-    // however it exits), and then the emulator is stopped.
+    // The shell lives as long as the emulator, so a failed start is seen at
+    // once; `cat` returns when this process's end of the pipe closes (at
+    // exit, however it exits), and then the emulator is stopped.
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg(r#""$0" "$1" & emulator=$!; cat >/dev/null; kill $emulator 2>/dev/null"#)
+        // A background job's stdin is /dev/null, so the pipe goes to `cat` on fd 3.
+        .arg(r#"exec 3<&0; "$0" "$1" & emulator=$!; (cat <&3 >/dev/null; kill $emulator 2>/dev/null) & wait $emulator"#)
         .arg(&script)
         .arg(port.to_string())
         .stdin(Stdio::piped())

@@ -116,7 +116,8 @@ pub async fn respond<S: Store>(
         }
         Err(_) => {
             let request = Request::from_parts(parts, Body::Empty);
-            unrouted(&request, ApiError::PayloadTooLarge, Instant::now(), "-")
+            let request_id = uuid::Uuid::new_v4().to_string();
+            unrouted(&request, ApiError::PayloadTooLarge, Instant::now(), &request_id)
         }
     };
     let (parts, body) = response.into_parts();

@@ -42,9 +42,13 @@ async fn apply<R: Resource, S: Store>(app: &App<S>, request: &Request) -> Result
     let expected_versions = request::expected_versions(request)?;
     let body = request::json_body(request)?;
     let set = patch::parse::<R>(&body, app.settings.policy)?;
-    // Field names only: values may be secrets.
-    let fields: Vec<&str> = set.iter().map(|(name, _)| *name).collect();
-    tracing::debug!(route = R::ROUTE, ?fields, "writing");
+    // Field names only: values may be secrets. The list is built only when
+    // DEBUG is on (tracing evaluates fields after its level check).
+    tracing::debug!(
+        route = R::ROUTE,
+        fields = ?set.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        "writing"
+    );
     let update = Update {
         table: R::TABLE,
         key,

@@ -5,6 +5,7 @@
 //! Lengths count Unicode scalar values, not bytes.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::Value;
@@ -333,18 +334,21 @@ fn parameters(path: &str, value: &Value, errors: &mut Vec<FieldError>) {
             format!("must be at most {MAX_PARAMETERS_BYTES} bytes as compact JSON"),
         ));
     }
-    walk_parameters(path, value, 1, errors);
+    walk_parameters(&mut path.to_string(), value, 1, errors);
 }
 
-fn walk_parameters(path: &str, value: &Value, depth: usize, errors: &mut Vec<FieldError>) {
+/// Checks every nested value. `path` is one buffer, extended and cut back
+/// around each child: valid parameters cost no allocation per value.
+fn walk_parameters(path: &mut String, value: &Value, depth: usize, errors: &mut Vec<FieldError>) {
     let nested = matches!(value, Value::Object(_) | Value::Array(_));
     if nested && depth > MAX_PARAMETERS_DEPTH {
         return errors.push(FieldError::new(
-            path,
+            path.as_str(),
             "too_deep",
             format!("must nest at most {MAX_PARAMETERS_DEPTH} levels deep"),
         ));
     }
+    let parent = path.len();
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -352,23 +356,29 @@ fn walk_parameters(path: &str, value: &Value, depth: usize, errors: &mut Vec<Fie
             for (key, child) in entries {
                 if key.is_empty() {
                     errors.push(FieldError::new(
-                        path,
+                        path.as_str(),
                         "empty_key",
                         "object keys must not be empty",
                     ));
                     continue;
                 }
-                walk_parameters(&format!("{path}.{key}"), child, depth + 1, errors);
+                path.push('.');
+                path.push_str(key);
+                walk_parameters(path, child, depth + 1, errors);
+                path.truncate(parent);
             }
         }
         Value::Array(items) => {
             for (index, child) in items.iter().enumerate() {
-                walk_parameters(&format!("{path}[{index}]"), child, depth + 1, errors);
+                // Writing to a String cannot fail.
+                let _ = write!(path, "[{index}]");
+                walk_parameters(path, child, depth + 1, errors);
+                path.truncate(parent);
             }
         }
         Value::Number(number) => {
-            if let Err(message) = dynamo_number(&number.to_string()) {
-                errors.push(FieldError::new(path, "invalid_number", message));
+            if let Err(message) = dynamo_number(number.as_str()) {
+                errors.push(FieldError::new(path.as_str(), "invalid_number", message));
             }
         }
         Value::Null | Value::Bool(_) | Value::String(_) => {}

@@ -164,7 +164,7 @@ impl Store for DynamoStore {
 
 /// Maps an SDK failure to what the caller can do about it. Only error
 /// codes and kinds are kept: service messages may quote request values.
-pub fn classify<R>(error: SdkError<UpdateItemError, R>) -> StoreError {
+fn classify<R>(error: SdkError<UpdateItemError, R>) -> StoreError {
     match error {
         SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
         SdkError::DispatchFailure(failure) => {

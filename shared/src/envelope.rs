@@ -35,13 +35,14 @@ struct Details<'a> {
     request_id: Option<&'a str>,
 }
 
-/// An `ETag` value (a strong validator) for a stored `version`.
-pub fn etag(version: u64) -> String {
+/// An `ETag` value (a strong validator) for a stored `version`, given as
+/// its decimal text.
+pub fn etag(version: impl std::fmt::Display) -> String {
     format!("\"{version}\"")
 }
 
 /// A 200 envelope carrying `data`, with `ETag` set from the record's version.
-pub fn success<T: Serialize>(message: &str, data: T, version: u64) -> Response {
+pub fn success<T: Serialize>(message: &str, data: T, version: &str) -> Response {
     let body = Envelope {
         error: false,
         message,
@@ -79,7 +80,7 @@ pub fn failure(error: &ApiError, request_id: &str) -> Response {
         ),
         ApiError::MethodNotAllowed => set_header(&mut response, header::ALLOW, ALLOWED_METHODS),
         ApiError::PreconditionFailed { current_version } => {
-            set_header(&mut response, header::ETAG, &etag(*current_version))
+            set_header(&mut response, header::ETAG, &etag(current_version))
         }
         _ => {}
     }
@@ -123,7 +124,7 @@ mod tests {
 
     #[test]
     fn success_has_the_five_keys_and_an_etag() {
-        let response = success("Model updated successfully", serde_json::json!({"id": "x"}), 7);
+        let response = success("Model updated successfully", serde_json::json!({"id": "x"}), "7");
         let body = body_json(&response);
         assert_eq!(
             body,

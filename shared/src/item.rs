@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_types::base64;
 use serde_json::{Map, Number, Value};
+
+use crate::rules::Decimal;
 
 /// One DynamoDB item.
 pub type Item = HashMap<String, AttributeValue>;
@@ -28,7 +31,11 @@ pub fn to_attribute(value: &Value) -> AttributeValue {
     match value {
         Value::Null => AttributeValue::Null(true),
         Value::Bool(flag) => AttributeValue::Bool(*flag),
-        Value::Number(number) => AttributeValue::N(number.to_string()),
+        // One canonical spelling, so an exponent DynamoDB cannot parse
+        // (`0e2147483648`) never reaches it; validation has checked the value.
+        Value::Number(number) => AttributeValue::N(
+            Decimal::parse(number.as_str()).map_or_else(|| number.to_string(), |decimal| decimal.canonical()),
+        ),
         Value::String(text) => AttributeValue::S(text.clone()),
         Value::Array(items) => AttributeValue::L(items.iter().map(to_attribute).collect()),
         Value::Object(map) => AttributeValue::M(
@@ -62,6 +69,24 @@ pub fn to_json(name: &str, attribute: &AttributeValue) -> Result<Value, ItemErro
             map.iter()
                 .map(|(key, value)| Ok((key.clone(), to_json(name, value)?)))
                 .collect::<Result<Map<_, _>, _>>()?,
+        ),
+        // Types this service never writes, but another writer might: sets
+        // read as arrays and binary as base64 text, so a stored record can
+        // always be returned.
+        AttributeValue::Ss(texts) => Value::Array(texts.iter().cloned().map(Value::String).collect()),
+        AttributeValue::Ns(numbers) => Value::Array(
+            numbers
+                .iter()
+                .map(|text| Number::from_str(text).map(Value::Number))
+                .collect::<Result<_, _>>()
+                .map_err(|_| invalid("a JSON-compatible number"))?,
+        ),
+        AttributeValue::B(blob) => Value::String(base64::encode(blob.as_ref())),
+        AttributeValue::Bs(blobs) => Value::Array(
+            blobs
+                .iter()
+                .map(|blob| Value::String(base64::encode(blob.as_ref())))
+                .collect(),
         ),
         _ => return Err(invalid("a JSON-compatible attribute")),
     })
@@ -124,6 +149,96 @@ pub fn version(item: &Item) -> Result<u64, ItemError> {
     }
 }
 
+/// The largest stored `version` an update may start from, so the version
+/// it writes still fits a `u64`.
+pub const MAX_VERSION: u64 = u64::MAX - 1;
+
+/// The item's `version` as its `ETag` text: its canonical decimal
+/// spelling. Versions this service writes are whole numbers; one written
+/// by something else may not be, and DynamoDB cannot refuse that in a
+/// condition, so it is reported as it is rather than written and then
+/// refused.
+pub fn version_tag(item: &Item) -> Result<String, ItemError> {
+    let invalid = || ItemError {
+        attribute: "version".into(),
+        expected: "a non-negative number (N)",
+    };
+    match item.get("version") {
+        None => Ok("0".into()),
+        Some(AttributeValue::N(text)) => match Decimal::parse(text) {
+            Some(decimal) if !decimal.is_negative() => Ok(decimal.canonical()),
+            _ => Err(invalid()),
+        },
+        Some(_) => Err(invalid()),
+    }
+}
+
+/// The DynamoDB type a record attribute must have for this service to
+/// return it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string (S).
+    String,
+    /// A boolean (BOOL).
+    Boolean,
+    /// A map (M).
+    Map,
+}
+
+impl Kind {
+    /// DynamoDB's name of the type, as `attribute_type` takes it.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Self::String => "S",
+            Self::Boolean => "BOOL",
+            Self::Map => "M",
+        }
+    }
+
+    fn holds(self, attribute: &AttributeValue) -> bool {
+        matches!(
+            (self, attribute),
+            (_, AttributeValue::Null(_))
+                | (Self::String, AttributeValue::S(_))
+                | (Self::Boolean, AttributeValue::Bool(_))
+                | (Self::Map, AttributeValue::M(_))
+        )
+    }
+}
+
+/// Whether this service may update a stored item: each attribute in
+/// `readable` is absent, NULL or of its kind, and `version` is absent or a
+/// number from 0 to [`MAX_VERSION`]. The DynamoDB store states the same
+/// rule as a condition expression, so nothing is written that the service
+/// could not then return.
+pub fn updatable(item: &Item, readable: &[(&'static str, Kind)]) -> Result<(), ItemError> {
+    for (name, kind) in readable {
+        if item.get(*name).is_some_and(|attribute| !kind.holds(attribute)) {
+            return Err(ItemError {
+                attribute: (*name).into(),
+                expected: kind.type_name(),
+            });
+        }
+    }
+    let version_ok = match item.get("version") {
+        None => true,
+        Some(AttributeValue::N(text)) => {
+            let max = MAX_VERSION.to_string();
+            let max = Decimal::parse(&max);
+            Decimal::parse(text).is_some_and(|version| !version.is_negative() && Some(version) <= max)
+        }
+        Some(_) => false,
+    };
+    if version_ok {
+        Ok(())
+    } else {
+        Err(ItemError {
+            attribute: "version".into(),
+            expected: "a number from 0 to 2^64 - 2 (N)",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +255,66 @@ mod tests {
             matches!(&attribute, AttributeValue::M(map) if map["n"] == AttributeValue::N("12345678901234567890123456789012345678".into()))
         );
         assert_eq!(to_json("parameters", &attribute), Ok(value));
+    }
+
+    #[test]
+    fn sets_and_binary_written_by_others_read_as_json() {
+        use aws_sdk_dynamodb::primitives::Blob;
+        let attribute = AttributeValue::M(
+            [
+                ("ss".to_string(), AttributeValue::Ss(vec!["a".into()])),
+                ("ns".to_string(), AttributeValue::Ns(vec!["1.5".into()])),
+                ("b".to_string(), AttributeValue::B(Blob::new(*b"hi"))),
+                ("bs".to_string(), AttributeValue::Bs(vec![Blob::new(*b"hi")])),
+            ]
+            .into(),
+        );
+        // Compared as values: the map's key order depends on whether a
+        // workspace build has turned on serde_json's preserve_order.
+        let expected: Value =
+            serde_json::from_str(r#"{"b":"aGk=","bs":["aGk="],"ns":[1.5],"ss":["a"]}"#).unwrap_or_default();
+        assert_eq!(to_json("parameters", &attribute).ok(), Some(expected));
+    }
+
+    #[test]
+    fn updatable_items_have_readable_attributes_and_a_version_in_range() {
+        let readable = [
+            ("name", Kind::String),
+            ("enabled", Kind::Boolean),
+            ("headers", Kind::Map),
+        ];
+        let with = |name: &str, value: AttributeValue| -> Item { [(name.to_string(), value)].into() };
+        let n = |text: &str| AttributeValue::N(text.into());
+        for ok in [
+            Item::new(),
+            with("name", AttributeValue::S("x".into())),
+            with("name", AttributeValue::Null(true)),
+            with("enabled", AttributeValue::Bool(true)),
+            with("headers", AttributeValue::M(HashMap::new())),
+            with("other", n("1")),
+            with("version", n("0")),
+            with("version", n("1.5")),
+            with("version", n("18446744073709551614")),
+        ] {
+            assert_eq!(updatable(&ok, &readable), Ok(()), "{ok:?}");
+        }
+        for (bad, attribute) in [
+            (with("name", n("1")), "name"),
+            (with("enabled", AttributeValue::S("true".into())), "enabled"),
+            (with("headers", AttributeValue::S("{}".into())), "headers"),
+            (with("version", n("-7")), "version"),
+            (with("version", n("18446744073709551615")), "version"),
+            (with("version", n("1e30")), "version"),
+            (with("version", AttributeValue::S("3".into())), "version"),
+        ] {
+            assert_eq!(
+                updatable(&bad, &readable).map_err(|e| e.attribute),
+                Err(attribute.to_string())
+            );
+        }
+        assert_eq!(version_tag(&with("version", n("2.50"))), Ok("2.5".into()));
+        assert_eq!(version_tag(&Item::new()), Ok("0".into()));
+        assert!(version_tag(&with("version", n("-1"))).is_err());
     }
 
     #[test]

@@ -1,7 +1,15 @@
 //! Strict JSON: the body must be one UTF-8 JSON object whose objects have no
 //! repeated keys, and numbers keep their decimal text (serde_json's
 //! `arbitrary_precision`) so DynamoDB's 38-digit numbers survive unchanged.
+//!
+//! Keys are data at every depth. serde_json gives two key names a meaning
+//! of their own: with `arbitrary_precision` it hands every number to
+//! `Value` as a one-entry object keyed [`NUMBER_KEY`], and with `raw_value`
+//! an object keyed [`RAW_VALUE_KEY`] is parsed again from its string. A body
+//! that spells either key itself is refused (`reserved_key`), so no object
+//! can turn into a number or smuggle keys past the repeat check.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -9,6 +17,18 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError};
+
+/// The key serde_json's `arbitrary_precision` numbers travel under.
+pub const NUMBER_KEY: &str = "$serde_json::private::Number";
+/// The key serde_json's `raw_value` values travel under.
+pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+/// What the checking pass found wrong beyond syntax.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Problem {
+    RepeatedKey,
+    ReservedKey,
+}
 
 /// Parses a request body into a JSON object, or says why it is not one.
 ///
@@ -21,25 +41,40 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| invalid("invalid_utf8", "the body is not valid UTF-8".into()))?;
-    let syntax = |error: serde_json::Error| {
-        let message = match error.classify() {
-            serde_json::error::Category::Data => format!(
+    let problem = Cell::new(None);
+    let syntax = |error: serde_json::Error| match problem.get() {
+        Some(Problem::ReservedKey) => invalid(
+            "reserved_key",
+            format!(
+                "object keys must not be {NUMBER_KEY} or {RAW_VALUE_KEY} (line {} column {})",
+                error.line(),
+                error.column()
+            ),
+        ),
+        Some(Problem::RepeatedKey) => invalid(
+            "syntax",
+            format!(
                 "repeated object key at line {} column {}",
                 error.line(),
                 error.column()
             ),
-            _ => format!(
+        ),
+        None => invalid(
+            "syntax",
+            format!(
                 "not valid JSON at line {} column {}",
                 error.line(),
                 error.column()
             ),
-        };
-        invalid("syntax", message)
+        ),
     };
-    // Two passes over at most 64 KiB: the first only checks keys for
-    // repeats, which serde_json's own Value silently lets the last one win.
+    // Two passes over at most 64 KiB: the first only checks keys (repeats,
+    // which serde_json's own Value lets the last one win, and reserved
+    // names), so the second builds a Value from data that means only itself.
     let mut checker = serde_json::Deserializer::from_str(text);
-    UniqueKeys.deserialize(&mut checker).map_err(syntax)?;
+    Keys { problem: &problem }
+        .deserialize(&mut checker)
+        .map_err(syntax)?;
     checker.end().map_err(syntax)?;
     match serde_json::from_str::<Value>(text).map_err(syntax)? {
         Value::Object(map) => Ok(map),
@@ -47,10 +82,14 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-/// Walks any JSON value and fails on the first object with a repeated key.
-struct UniqueKeys;
+/// Walks any JSON value and fails on the first object with a repeated or
+/// reserved key, noting which in `problem`.
+#[derive(Clone, Copy)]
+struct Keys<'p> {
+    problem: &'p Cell<Option<Problem>>,
+}
 
-impl<'de> DeserializeSeed<'de> for UniqueKeys {
+impl<'de> DeserializeSeed<'de> for Keys<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -58,7 +97,7 @@ impl<'de> DeserializeSeed<'de> for UniqueKeys {
     }
 }
 
-impl<'de> Visitor<'de> for UniqueKeys {
+impl<'de> Visitor<'de> for Keys<'_> {
     type Value = ();
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -85,21 +124,58 @@ impl<'de> Visitor<'de> for UniqueKeys {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(UniqueKeys)?.is_some() {}
+        while seq.next_element_seed(self)?.is_some() {}
         Ok(())
     }
 
-    // With arbitrary_precision a number arrives as a one-entry map; one
-    // entry can never repeat, so it needs no special case here.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_KEY || key == RAW_VALUE_KEY {
+                // A number arrives as {NUMBER_KEY: its digits}, the digits
+                // as an owned String; text in the body arrives as &str.
+                self.problem.set(Some(Problem::ReservedKey));
+                if key == RAW_VALUE_KEY {
+                    return Err(de::Error::custom("reserved object key"));
+                }
+                map.next_value_seed(NumberDigits)?;
+                self.problem.set(None);
+                continue;
+            }
             if !seen.insert(key) {
+                self.problem.set(Some(Problem::RepeatedKey));
                 return Err(de::Error::custom("repeated object key"));
             }
-            map.next_value_seed(UniqueKeys)?;
+            map.next_value_seed(self)?;
         }
         Ok(())
+    }
+}
+
+/// Accepts only the digits serde_json itself puts under [`NUMBER_KEY`].
+struct NumberDigits;
+
+impl<'de> DeserializeSeed<'de> for NumberDigits {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for NumberDigits {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a number")
+    }
+
+    fn visit_string<E>(self, _: String) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(E::custom("reserved object key"))
     }
 }
 
@@ -139,6 +215,40 @@ mod tests {
         assert_eq!(code(br#"{"a": 1, "a": 2}"#), "syntax");
         assert_eq!(code(br#"{"p": [{"x": 1, "x": 1}]}"#), "syntax");
         assert!(parse_object(br#"{"a": {"a": {"a": 1}}}"#).is_ok());
+    }
+
+    #[test]
+    fn serde_json_really_gives_these_keys_a_meaning() {
+        // If serde_json ever renames its marker, this fails and the check
+        // above must follow it.
+        let value: Value =
+            serde_json::from_str(&format!(r#"{{"a": {{"{NUMBER_KEY}": "42"}}}}"#)).unwrap_or_default();
+        assert!(value["a"].is_number(), "{value}");
+    }
+
+    #[test]
+    fn reserved_keys_are_refused_at_any_depth() {
+        for key in [NUMBER_KEY, RAW_VALUE_KEY] {
+            // The same key, also with a JSON escape in its spelling.
+            let escaped = key.replace('N', "\\u004e").replace('R', "\\u0052");
+            for spelled in [key.to_string(), escaped] {
+                for body in [
+                    format!(r#"{{"{spelled}": "42"}}"#),
+                    format!(r#"{{"parameters": {{"{spelled}": "42"}}}}"#),
+                    format!(r#"{{"parameters": {{"a": [{{"b": {{"{spelled}": "1"}}}}]}}}}"#),
+                    format!(r#"{{"parameters": {{"x": 1, "{spelled}": "{{\"a\":1,\"a\":2}}"}}}}"#),
+                    format!(r#"{{"headers": {{"{spelled}": 7}}}}"#),
+                    format!(r#"{{"parameters": {{"{spelled}": {{"a": 1, "a": 2}}}}}}"#),
+                ] {
+                    assert_eq!(code(body.as_bytes()), "reserved_key", "{body}");
+                }
+            }
+        }
+        // Near misses are ordinary keys.
+        let map = parse_object(br#"{"p": {"$serde_json::private::Numbers": "42", "serde_json": 1}}"#);
+        assert_eq!(map.map(|m| m["p"].as_object().map(|o| o.len())), Ok(Some(2)));
+        // Numbers themselves still parse, at any depth.
+        assert!(parse_object(br#"{"a": [1, {"b": -2.5e-3}], "c": 0e2147483648}"#).is_ok());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, FieldError, MAX_FIELD_ERRORS};
+use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item;
 use crate::records::Resource;
 use crate::rules::Policy;
@@ -21,13 +21,16 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<P
     if body.is_empty() {
         return Err(ApiError::EmptyUpdate);
     }
-    let mut errors = Vec::new();
+    let mut errors = FieldErrors::new();
     let mut patch = Patch::with_capacity(body.len());
     // Sorted explicitly: serde_json's map order depends on a cargo feature
     // that other crates may switch on, and the error list must not.
     let mut fields: Vec<(&String, &Value)> = body.iter().collect();
     fields.sort_unstable_by_key(|(name, _)| *name);
     for (name, value) in fields {
+        if errors.is_full() {
+            break;
+        }
         if let Some((field, rule)) = R::FIELDS.iter().find(|(field, _)| field == name) {
             let before = errors.len();
             rule.check(field, value, policy, &mut errors);
@@ -47,14 +50,14 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<P
     if errors.is_empty() {
         Ok(patch)
     } else {
-        errors.truncate(MAX_FIELD_ERRORS);
-        Err(ApiError::Validation(errors))
+        Err(ApiError::Validation(errors.into_vec()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::MAX_FIELD_ERRORS;
     use crate::records::{ApiKey, McpServer, Model};
     use serde_json::json;
 

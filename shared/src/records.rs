@@ -4,47 +4,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::item::{self, Item, ItemError};
+use crate::item::{self, Item, ItemError, Kind};
+pub use crate::provider::ProviderType;
 use crate::rules::Rule;
 use crate::store::Table;
-
-/// The model providers, in their documented order and exact spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ProviderType {
-    /// `OpenAI`
-    OpenAI,
-    /// `Anthropic`
-    Anthropic,
-    /// `Gemini`
-    Gemini,
-    /// `xAI`
-    #[serde(rename = "xAI")]
-    XAi,
-}
-
-impl ProviderType {
-    /// Every provider, in documented order.
-    pub const ALL: [ProviderType; 4] = [Self::OpenAI, Self::Anthropic, Self::Gemini, Self::XAi];
-    /// Every accepted spelling, in documented order.
-    pub const SPELLINGS: [&'static str; 4] = ["OpenAI", "Anthropic", "Gemini", "xAI"];
-
-    /// The exact spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAI => "OpenAI",
-            Self::Anthropic => "Anthropic",
-            Self::Gemini => "Gemini",
-            Self::XAi => "xAI",
-        }
-    }
-
-    /// Parses an exact, case-sensitive spelling.
-    pub fn parse(spelling: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|provider| provider.as_str() == spelling)
-    }
-}
 
 /// A record kind served by one update route.
 pub trait Resource: Serialize + Sized {
@@ -60,6 +23,9 @@ pub trait Resource: Serialize + Sized {
     const FIELDS: &'static [(&'static str, Rule)];
     /// Fields a response shows but a request may not set.
     const READ_ONLY: &'static [&'static str];
+    /// The stored attributes a response shows besides the key, `updated_at`
+    /// and `version`, with the type each must have to be shown.
+    const READABLE: &'static [(&'static str, Kind)];
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;
@@ -95,6 +61,12 @@ impl Resource for ApiKey {
     ];
     const READ_ONLY: &'static [&'static str] =
         &["id", "project_id", "created_at", "updated_at", "provider_type"];
+    const READABLE: &'static [(&'static str, Kind)] = &[
+        ("provider_type", Kind::String),
+        ("name", Kind::String),
+        ("enabled", Kind::Boolean),
+        ("created_at", Kind::String),
+    ];
 
     fn from_item(item: &Item) -> Result<Self, ItemError> {
         Ok(Self {
@@ -138,6 +110,12 @@ impl Resource for McpServer {
         ("headers", Rule::Headers),
     ];
     const READ_ONLY: &'static [&'static str] = &["id", "project_id", "created_at", "updated_at"];
+    const READABLE: &'static [(&'static str, Kind)] = &[
+        ("name", Kind::String),
+        ("endpoint", Kind::String),
+        ("headers", Kind::Map),
+        ("created_at", Kind::String),
+    ];
 
     fn from_item(item: &Item) -> Result<Self, ItemError> {
         Ok(Self {
@@ -185,6 +163,13 @@ impl Resource for Model {
         ("parameters", Rule::Parameters),
     ];
     const READ_ONLY: &'static [&'static str] = &["id", "project_id", "created_at", "updated_at"];
+    const READABLE: &'static [(&'static str, Kind)] = &[
+        ("name", Kind::String),
+        ("model_id", Kind::String),
+        ("provider_type", Kind::String),
+        ("parameters", Kind::Map),
+        ("created_at", Kind::String),
+    ];
 
     fn from_item(item: &Item) -> Result<Self, ItemError> {
         Ok(Self {
@@ -203,15 +188,6 @@ impl Resource for Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provider_spellings_match_the_enum() {
-        for (provider, spelling) in ProviderType::ALL.into_iter().zip(ProviderType::SPELLINGS) {
-            assert_eq!(provider.as_str(), spelling);
-            assert_eq!(ProviderType::parse(spelling), Some(provider));
-            assert_eq!(serde_json::to_value(provider).ok(), Some(Value::from(spelling)));
-        }
-    }
 
     #[test]
     fn an_api_key_record_has_no_secret() {

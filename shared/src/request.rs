@@ -57,37 +57,54 @@ fn project_id(request: &Request) -> Result<String, ApiError> {
 /// (the record need only exist), else the versions its strong entity tags
 /// name. Weak and non-numeric tags never match a version, so a list of
 /// only those is `Some(vec![])`, which no stored record satisfies.
+///
+/// Several header lines are one comma-separated list (RFC 9110 §5.3), so
+/// `*` is valid only as the whole of a single line; inside a list it is
+/// malformed. The tag limit is checked while reading, so a huge header
+/// costs no more than its first [`MAX_IF_MATCH_TAGS`] + 1 tags.
 pub fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError> {
-    let invalid =
-        |message| ApiError::InvalidIfMatch(FieldError::new("If-Match", "invalid_if_match", message));
-    let mut fields = request.headers().get_all(header::IF_MATCH).iter().peekable();
-    if fields.peek().is_none() {
+    let malformed = || {
+        ApiError::InvalidIfMatch(FieldError::new(
+            "If-Match",
+            "invalid_if_match",
+            "must be * or a list of entity tags",
+        ))
+    };
+    let lines = request.headers().get_all(header::IF_MATCH);
+    let mut iter = lines.iter();
+    let Some(first) = iter.next() else {
+        return Ok(None);
+    };
+    let single = iter.next().is_none();
+    if single
+        && first
+            .to_str()
+            .is_ok_and(|text| text.trim_matches([' ', '\t']) == "*")
+    {
         return Ok(None);
     }
     let mut versions = Vec::new();
     let mut tags = 0;
-    for field in fields {
-        let text = field
-            .to_str()
-            .map_err(|_| invalid("must be * or a list of entity tags"))?;
-        if text.trim() == "*" {
-            return Ok(None);
-        }
-        for tag in parse_entity_tags(text).ok_or_else(|| invalid("must be * or a list of entity tags"))? {
+    for line in lines {
+        let text = line.to_str().map_err(|_| malformed())?;
+        for tag in EntityTags(text) {
             tags += 1;
-            if let EntityTag::Strong(opaque) = tag {
-                // Only the canonical decimal spelling is an ETag this service issued.
-                if let Ok(version) = opaque.parse::<u64>()
-                    && version.to_string() == opaque
-                    && !versions.contains(&version)
-                {
-                    versions.push(version);
-                }
+            if tags > MAX_IF_MATCH_TAGS {
+                return Err(ApiError::InvalidIfMatch(FieldError::new(
+                    "If-Match",
+                    "invalid_if_match",
+                    format!("must list at most {MAX_IF_MATCH_TAGS} entity tags"),
+                )));
+            }
+            // Only the canonical decimal spelling is an ETag this service issued.
+            if let EntityTag::Strong(opaque) = tag.ok_or_else(malformed)?
+                && let Ok(version) = opaque.parse::<u64>()
+                && version.to_string() == opaque
+                && !versions.contains(&version)
+            {
+                versions.push(version);
             }
         }
-    }
-    if tags > MAX_IF_MATCH_TAGS {
-        return Err(invalid("must list at most 100 entity tags"));
     }
     Ok(Some(versions))
 }
@@ -97,38 +114,51 @@ enum EntityTag<'a> {
     Weak,
 }
 
-/// Parses RFC 9110 `#entity-tag`, a list that may be empty (then no
-/// version matches); `None` if malformed.
-fn parse_entity_tags(text: &str) -> Option<Vec<EntityTag<'_>>> {
-    let mut tags = Vec::new();
-    let mut rest = text;
-    loop {
-        rest = rest.trim_start_matches([' ', '\t', ',']);
+/// Reads RFC 9110 `#entity-tag` one tag at a time: `Some(None)` for a
+/// malformed list, after which it stops. The list may be empty (then no
+/// version matches).
+struct EntityTags<'a>(&'a str);
+
+impl<'a> Iterator for EntityTags<'a> {
+    type Item = Option<EntityTag<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.0.trim_start_matches([' ', '\t', ',']);
         if rest.is_empty() {
-            break;
-        }
-        let weak = rest.starts_with("W/");
-        if weak {
-            rest = &rest[2..];
-        }
-        let body = rest.strip_prefix('"')?;
-        let end = body.find('"')?;
-        let opaque = &body[..end];
-        let etagc = |c: char| c == '\x21' || ('\x23'..='\x7e').contains(&c) || !c.is_ascii();
-        if !opaque.chars().all(etagc) {
             return None;
         }
-        tags.push(if weak {
-            EntityTag::Weak
-        } else {
-            EntityTag::Strong(opaque)
-        });
-        rest = body[end + 1..].trim_start_matches([' ', '\t']);
-        if !(rest.is_empty() || rest.starts_with(',')) {
-            return None;
-        }
+        let tag = read_tag(rest);
+        self.0 = match tag {
+            Some((_, after)) => after,
+            None => "",
+        };
+        Some(tag.map(|(tag, _)| tag))
     }
-    Some(tags)
+}
+
+/// One entity tag at the start of `text` and what follows its separator.
+fn read_tag(text: &str) -> Option<(EntityTag<'_>, &str)> {
+    let (weak, rest) = match text.strip_prefix("W/") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let body = rest.strip_prefix('"')?;
+    let end = body.find('"')?;
+    let opaque = &body[..end];
+    let etagc = |c: char| c == '\x21' || ('\x23'..='\x7e').contains(&c) || !c.is_ascii();
+    if !opaque.chars().all(etagc) {
+        return None;
+    }
+    let after = body[end + 1..].trim_start_matches([' ', '\t']);
+    if !(after.is_empty() || after.starts_with(',')) {
+        return None;
+    }
+    let tag = if weak {
+        EntityTag::Weak
+    } else {
+        EntityTag::Strong(opaque)
+    };
+    Some((tag, after))
 }
 
 /// The body as a JSON object, after the `Content-Type` and size checks.
@@ -287,8 +317,63 @@ mod tests {
         // RFC 9110's `#entity-tag` may be an empty list, which matches nothing.
         assert_eq!(versions(""), "ok Some([])");
         assert_eq!(versions(" , ,"), "ok Some([])");
-        for bad in ["3", "\"3", "\"3\" \"4\"", "W/3", "\"a b\"", "*, \"3\"", "\"3\",x"] {
+        for bad in [
+            "3",
+            "\"3",
+            "\"3\" \"4\"",
+            "W/3",
+            "\"a b\"",
+            "*, \"3\"",
+            "\"3\",x",
+            "**",
+            "\"3\", *",
+        ] {
             assert_eq!(versions(bad), "invalid_if_match", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn repeated_if_match_lines_are_one_list() {
+        let lines = |values: &[&str]| {
+            let headers: Vec<(&str, &str)> = values.iter().map(|value| ("if-match", *value)).collect();
+            code(expected_versions(&request(&[], &headers, "")))
+        };
+        assert_eq!(lines(&["\"999\"", "\"3\""]), "ok Some([999, 3])");
+        assert_eq!(lines(&["\"999\"", "W/\"1\""]), "ok Some([999])");
+        // `*` is the whole field or nothing: never one member of a list.
+        assert_eq!(lines(&["\"999\"", "*"]), "invalid_if_match");
+        assert_eq!(lines(&["*", "\"999\""]), "invalid_if_match");
+        assert_eq!(lines(&["*", "*"]), "invalid_if_match");
+        assert_eq!(lines(&["*"]), "ok None");
+        assert_eq!(lines(&["\"1\"", "bad"]), "invalid_if_match");
+    }
+
+    #[test]
+    fn the_tag_limit_counts_across_lines_and_stops_reading_early() {
+        let tags = |count: usize| {
+            (0..count)
+                .map(|i| format!("\"{i}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let exact = tags(MAX_IF_MATCH_TAGS);
+        assert!(code(expected_versions(&request(&[], &[("if-match", &exact)], ""))).starts_with("ok"));
+        let half = tags(MAX_IF_MATCH_TAGS / 2 + 1);
+        assert_eq!(
+            code(expected_versions(&request(
+                &[],
+                &[("if-match", &half), ("if-match", &half)],
+                ""
+            ))),
+            "invalid_if_match"
+        );
+        // A huge list followed by garbage is refused for its length: reading
+        // stopped at the limit and never reached the garbage.
+        let huge = format!("{}, garbage", tags(50_000));
+        let error = expected_versions(&request(&[], &[("if-match", &huge)], "")).err();
+        assert!(
+            matches!(&error, Some(ApiError::InvalidIfMatch(field)) if field.message.contains("at most")),
+            "{error:?}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Keeps openapi.yaml in step with the code: the provider enum, each
 //! route's updatable and read-only fields, the record fields in response
-//! order, and the statuses and error codes each route can return.
+//! order, the statuses and error codes each route can return, and the flat
+//! envelope shape that lets code generators type every response.
 
 use std::collections::BTreeSet;
 
@@ -53,6 +54,8 @@ struct Route {
     path: &'static str,
     update: &'static str,
     record: &'static str,
+    /// The success message, which the 200 envelope states as a const.
+    updated: &'static str,
     fields: Vec<&'static str>,
     read_only: Vec<&'static str>,
     scoped: bool,
@@ -74,6 +77,7 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
         path: R::ROUTE,
         update,
         record,
+        updated: R::UPDATED,
         fields: R::FIELDS.iter().map(|(name, _)| *name).collect(),
         read_only: R::READ_ONLY.to_vec(),
         scoped: R::TABLE.scoped_by_project(),
@@ -170,7 +174,7 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         for error in returned {
             let response = resolve(&doc, &operation["responses"][error.status().to_string()]);
             let envelope = resolve(&doc, &response["content"]["application/json"]["schema"]);
-            let specific = &envelope["allOf"][1]["properties"];
+            let specific = &envelope["properties"];
             assert_eq!(specific["status"]["const"], error.status(), "{}", route.path);
             let code = &specific["errorDetails"]["properties"]["code"];
             let documented = match code.get("const").and_then(Value::as_str) {
@@ -202,4 +206,106 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         let etag = &operation["responses"]["200"]["headers"]["ETag"];
         assert!(etag.is_object(), "{}: 200 must document ETag", route.path);
     }
+}
+
+/// The five envelope keys, in the order the service writes them.
+const ENVELOPE_KEYS: [&str; 5] = ["error", "message", "data", "status", "errorDetails"];
+
+/// Every response of every operation is one flat object schema (no
+/// `allOf`, which generators cannot merge with `const` overrides) with
+/// exactly the five envelope keys, `error` and `status` pinned to what the
+/// response's status says, and `errorDetails` closed.
+#[test]
+fn every_response_is_a_flat_envelope_pinned_to_its_status() {
+    let doc = document();
+    let mut seen = 0;
+    for route in routes() {
+        let responses = doc["paths"][route.path]["put"]["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{} has no responses", route.path));
+        for (status, response) in responses {
+            let at = format!("{} {status}", route.path);
+            let response = resolve(&doc, response);
+            let envelope = resolve(&doc, &response["content"]["application/json"]["schema"]);
+            for combinator in ["allOf", "anyOf", "oneOf"] {
+                assert!(envelope.get(combinator).is_none(), "{at}: {combinator}");
+            }
+            assert_eq!(envelope["type"], "object", "{at}");
+            assert_eq!(envelope["additionalProperties"], false, "{at}");
+            assert_eq!(strings(&envelope["required"]), ENVELOPE_KEYS, "{at}");
+            let properties = &envelope["properties"];
+            let expected: BTreeSet<String> = ENVELOPE_KEYS.iter().map(|k| k.to_string()).collect();
+            assert_eq!(keys(properties), expected, "{at}");
+            let code: u16 = status.parse().unwrap_or_else(|e| panic!("{at}: {e}"));
+            assert_eq!(properties["status"]["const"], code, "{at}");
+            assert_eq!(properties["error"]["const"], code != 200, "{at}");
+            let details = resolve(&doc, &properties["errorDetails"]);
+            assert_eq!(details["type"], "object", "{at}");
+            assert_eq!(details["additionalProperties"], false, "{at}");
+            if code == 200 {
+                assert_eq!(properties["message"]["const"], route.updated, "{at}");
+                let record = format!("#/components/schemas/{}", route.record);
+                assert_eq!(properties["data"]["$ref"], record.as_str(), "{at}");
+                assert!(keys(&details["properties"]).is_empty(), "{at}");
+            } else {
+                assert_eq!(properties["data"]["type"], "null", "{at}");
+                assert_eq!(
+                    strings(&details["required"]).first().map(String::as_str),
+                    Some("code"),
+                    "{at}"
+                );
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3 * 8, "only {seen} responses checked");
+}
+
+/// `parameters` is an open object to code generators, but its value rules
+/// must still reach JSON Schema validators (schemathesis) at every depth.
+#[test]
+fn parameters_state_their_value_rules_at_every_depth() {
+    let doc = document();
+    let parameters = schema(&doc, "Parameters");
+    assert_eq!(parameters["type"], "object");
+    assert_eq!(parameters["propertyNames"]["minLength"], 1);
+    let value = resolve(&doc, &parameters["patternProperties"][""]);
+    let kinds = value["anyOf"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a parameter value is a union"));
+    let refs: Vec<&str> = kinds.iter().filter_map(|k| k["$ref"].as_str()).collect();
+    assert!(refs.contains(&"#/components/schemas/DynamoNumber"));
+    assert!(
+        refs.contains(&"#/components/schemas/Parameters"),
+        "objects recurse"
+    );
+    let arrays = kinds
+        .iter()
+        .find(|k| k["type"] == "array")
+        .unwrap_or_else(|| panic!("arrays are values"));
+    // `unevaluatedItems` rather than `items`: the same rule, which TypeScript
+    // generators type as `unknown[]` instead of a type that cannot compile.
+    let items = resolve(&doc, &arrays["unevaluatedItems"]);
+    assert!(std::ptr::eq(items, value), "arrays recurse");
+}
+
+/// The header names the HTTP client owns, spelled as the case-insensitive
+/// pattern openapi.yaml excludes from `headers` names.
+#[test]
+fn headers_exclude_the_names_the_client_owns() {
+    use agent_server_shared::rules::headers::{FORBIDDEN_NAMES, FORBIDDEN_PREFIX};
+    let any_case = |name: &str| -> String {
+        name.chars()
+            .map(|c| match c.is_ascii_alphabetic() {
+                true => format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase()),
+                false => c.to_string(),
+            })
+            .collect()
+    };
+    let mut names: Vec<String> = FORBIDDEN_NAMES.iter().map(|n| any_case(n)).collect();
+    names.push(format!("{}.*", any_case(FORBIDDEN_PREFIX)));
+    let expected = format!("^({})$", names.join("|"));
+    let doc = document();
+    let headers = schema(&doc, "Headers");
+    assert_eq!(headers["propertyNames"]["not"]["pattern"], expected.as_str());
 }

@@ -27,6 +27,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         ],
         expected_versions,
         now: "2026-11-21T14:55:00.123Z".into(),
+        readable: <agent_server_shared::Model as agent_server_shared::Resource>::READABLE,
     }
 }
 
@@ -121,13 +122,23 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
             let expression = request.update_expression().unwrap_or_default();
             let condition = request.condition_expression().unwrap_or_default();
             // No attribute name appears bare: each is a #placeholder.
-            let bare = ["name", "parameters", "updated_at", "version", "id"]
-                .iter()
-                .any(|attribute| {
-                    expression
-                        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '#')
+            let bare = [
+                "name",
+                "parameters",
+                "updated_at",
+                "version",
+                "id",
+                "model_id",
+                "provider_type",
+                "created_at",
+            ]
+            .iter()
+            .any(|attribute| {
+                [expression, condition].iter().any(|text| {
+                    text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '#')
                         .any(|t| t == *attribute)
-                });
+                })
+            });
             let mut attributes: Vec<&str> = names.values().map(String::as_str).collect();
             attributes.sort_unstable();
             request.table_name() == Some("agent-server-models")
@@ -135,10 +146,29 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                     .key()
                     .is_some_and(|k| k.len() == 2 && k.contains_key("project_id") && k.contains_key("id"))
                 && !bare
-                && attributes == ["id", "name", "parameters", "updated_at", "version"]
+                && attributes
+                    == [
+                        "created_at",
+                        "id",
+                        "model_id",
+                        "name",
+                        "parameters",
+                        "provider_type",
+                        "updated_at",
+                        "version",
+                    ]
                 && expression.starts_with("SET ")
                 && expression.contains("if_not_exists(#version, :zero) + :one")
-                && condition == "attribute_exists(#id) AND (#version IN (:v0))"
+                // Exists, can be returned afterwards (version in range, each
+                // kept attribute of its type), and matches If-Match.
+                && condition
+                    == "attribute_exists(#id) AND (attribute_not_exists(#version) OR \
+                        (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version)) \
+                        AND (attribute_not_exists(#r0) OR attribute_type(#r0, :type_S) OR attribute_type(#r0, :type_NULL)) \
+                        AND (attribute_not_exists(#r1) OR attribute_type(#r1, :type_S) OR attribute_type(#r1, :type_NULL)) \
+                        AND (attribute_not_exists(#r2) OR attribute_type(#r2, :type_S) OR attribute_type(#r2, :type_NULL)) \
+                        AND (#version IN (:v0))"
+                && values.get(":max_version") == Some(&AttributeValue::N(u64::MAX.saturating_sub(1).to_string()))
                 && values.get(":v0") == Some(&AttributeValue::N("4".into()))
                 && request.return_values() == Some(&ReturnValue::AllNew)
                 && request.return_values_on_condition_check_failure()

@@ -74,6 +74,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         set,
         expected_versions: None,
         now: "2026-11-21T14:55:00.123Z".into(),
+        readable: route.readable(),
     }
 }
 
@@ -306,6 +307,130 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
     }
 }
 
+/// Items this service did not write: each is refused before anything is
+/// written (the condition says what the service could not return), unless
+/// the write replaces the odd attribute.
+async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend: &B) {
+    let n = |text: &str| AttributeValue::N(text.into());
+    for route in Route::ALL {
+        let odd_map = match route {
+            Route::ApiKeys => ("enabled", AttributeValue::S("yes".into())),
+            Route::McpServers => ("headers", AttributeValue::S("{}".into())),
+            Route::Models => ("parameters", AttributeValue::L(vec![])),
+        };
+        for (attribute, value) in [
+            ("version", n("-7")),
+            ("version", n("18446744073709551615")),
+            ("version", n("100000000000000000000")),
+            ("version", AttributeValue::S("3".into())),
+            ("created_at", n("1")),
+            ("name", AttributeValue::Bool(true)),
+            odd_map.clone(),
+        ] {
+            let (project, id) = (new_id(), new_id());
+            let mut original = route.item(&project, &id);
+            original.insert(attribute.into(), value.clone());
+            backend.put(route.table(), original.clone()).await;
+            let key = key(route, &project, &id);
+            // A write that keeps the odd attribute is refused; nothing changes.
+            let keep = if attribute == "name" {
+                vec![(odd_field(route), AttributeValue::S("x".into()))]
+            } else {
+                vec![("name", AttributeValue::S("x".into()))]
+            };
+            let outcome = backend.update(update(route, key.clone(), keep)).await;
+            assert!(
+                matches!(&outcome, Err(StoreError::Unreadable(_))),
+                "{route:?} {attribute}={value:?}: {outcome:?}"
+            );
+            assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
+            // With If-Match as well.
+            let guarded = Update {
+                expected_versions: Some(vec![0, 3]),
+                ..update(route, key.clone(), vec![("name", AttributeValue::S("y".into()))])
+            };
+            if attribute != "name" {
+                let outcome = backend.update(guarded).await;
+                assert!(matches!(&outcome, Err(StoreError::Unreadable(_))), "{outcome:?}");
+                assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
+            }
+            // A write that replaces the odd attribute is an ordinary write.
+            if attribute == "name" {
+                let set = vec![("name", AttributeValue::S("fixed".into()))];
+                let fixed = backend.update(update(route, key.clone(), set)).await;
+                assert!(fixed.is_ok(), "{route:?}: {fixed:?}");
+            }
+        }
+    }
+}
+
+/// Another writable field than `name`, for the case where `name` is odd.
+fn odd_field(route: Route) -> &'static str {
+    match route {
+        Route::ApiKeys => "enabled",
+        Route::McpServers => "endpoint",
+        Route::Models => "model_id",
+    }
+}
+
+/// Every number validation accepts is stored, whatever exponent it was
+/// written with, and reads back as the same value.
+async fn numbers_at_the_extremes_are_stored<B: Backend>(backend: &B) {
+    let text = r#"{"zero_huge": 0e2147483648, "zero_tiny": -0.000e-99999999999999999999,
+        "smallest": 1e-130, "negative_smallest": -1E-130, "largest": 9.9999999999999999999999999999999999999e125,
+        "padded_exponent": 1e0000000000000000000000125, "digits": 12345678901234567890123456789012345678,
+        "fraction": 0.00012345678901234567890123456789012345678, "long_zeros": 1234567890123456789012345678901234567800000}"#;
+    let parameters: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+    let mut errors = agent_server_shared::error::FieldErrors::new();
+    agent_server_shared::rules::Rule::Parameters.check(
+        "parameters",
+        &parameters,
+        Default::default(),
+        &mut errors,
+    );
+    assert!(
+        errors.is_empty(),
+        "the rules accept every one: {:?}",
+        errors.into_vec()
+    );
+    let route = Route::Models;
+    let (project, id) = (new_id(), new_id());
+    backend.put(route.table(), route.item(&project, &id)).await;
+    let key = key(route, &project, &id);
+    let set = vec![("parameters", item::to_attribute(&parameters))];
+    let returned = backend.update(update(route, key.clone(), set)).await;
+    let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+    assert!(same_json(&field_json(&returned, "parameters"), &parameters));
+    let stored = backend.get(route.table(), &key).await.unwrap_or_default();
+    assert!(same_json(&field_json(&stored, "parameters"), &parameters));
+}
+
+/// A fractional version (never written by this service) cannot be refused
+/// by a condition, so it is carried on: the write succeeds and the new
+/// version is reported as it is; If-Match can never match it.
+async fn a_fractional_version_is_carried_on<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        let mut original = route.item(&project, &id);
+        original.insert("version".into(), AttributeValue::N("1.5".into()));
+        backend.put(route.table(), original.clone()).await;
+        let key = key(route, &project, &id);
+        let guarded = Update {
+            expected_versions: Some(vec![1, 2]),
+            ..update(route, key.clone(), vec![("name", AttributeValue::S("y".into()))])
+        };
+        assert!(matches!(
+            backend.update(guarded).await,
+            Err(StoreError::Unreadable(_))
+        ));
+        assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
+        let set = vec![("name", AttributeValue::S("x".into()))];
+        let returned = backend.update(update(route, key.clone(), set)).await;
+        let returned = returned.unwrap_or_else(|e| panic!("{route:?}: {e}"));
+        assert_eq!(item::version_tag(&returned), Ok("2.5".to_string()), "{route:?}");
+    }
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory_store {
@@ -332,4 +457,7 @@ conformance!(
     updated_at_moves_and_created_at_stays,
     version_counts_every_update,
     expected_versions_guard_the_write,
+    items_the_service_cannot_return_are_left_unchanged,
+    a_fractional_version_is_carried_on,
+    numbers_at_the_extremes_are_stored,
 );

@@ -1,16 +1,10 @@
-//! Lambda entry point for `update-api-key`.
+//! Lambda entry point for `update-api-key`: the shared runner, for ApiKey records.
 
-use std::convert::Infallible;
+use std::process::ExitCode;
 
-use agent_server_shared::App;
-use lambda_http::{Error, service_fn};
+use agent_server_shared::ApiKey;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    agent_server_shared::logging::init();
-    let app = App::from_env().await?;
-    lambda_http::run(service_fn(|request| async {
-        Ok::<_, Infallible>(update_api_key::handle(&app, request).await)
-    }))
-    .await
+async fn main() -> ExitCode {
+    agent_server_shared::lambda::run::<ApiKey>().await
 }

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 
 use super::{Store, StoreError, Update};
 use crate::config::TableNames;
-use crate::item::{self, Item};
+use crate::item::{self, Item, Kind, MAX_VERSION};
 
 /// The most time one update may take, retries included. It is well under
 /// the functions' timeout, so a slow database yields a 503 envelope rather
@@ -104,10 +104,33 @@ impl Expression {
         values.insert(":now".into(), AttributeValue::S(update.now.clone()));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
         values.insert(":one".into(), AttributeValue::N("1".into()));
+        values.insert(":max_version".into(), AttributeValue::N(MAX_VERSION.to_string()));
+        values.insert(":type_N".into(), AttributeValue::S("N".into()));
+        values.insert(":type_NULL".into(), AttributeValue::S("NULL".into()));
         assignments.push("#updated_at = :now".into());
         assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
 
-        let mut condition = String::from("attribute_exists(#id)");
+        // The item must exist and be one the service can return afterwards
+        // (item::updatable says the same in Rust): a version in range, and
+        // every attribute the response shows, unless this write replaces
+        // it, of its type.
+        let mut condition = String::from(
+            "attribute_exists(#id) AND (attribute_not_exists(#version) OR \
+             (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version))",
+        );
+        let kept = update
+            .readable
+            .iter()
+            .filter(|(name, _)| !update.set.iter().any(|(set, _)| set == name));
+        for (index, (name, kind)) in kept.enumerate() {
+            names.insert(format!("#r{index}"), (*name).to_string());
+            let type_value = format!(":type_{}", kind.type_name());
+            values.insert(type_value.clone(), AttributeValue::S(kind.type_name().into()));
+            condition.push_str(&format!(
+                " AND (attribute_not_exists(#r{index}) OR attribute_type(#r{index}, {type_value}) \
+                 OR attribute_type(#r{index}, :type_NULL))"
+            ));
+        }
         if let Some(expected) = &update.expected_versions {
             let mut accepted = Vec::with_capacity(2);
             if expected.contains(&0) {
@@ -157,14 +180,14 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => Err(classify(error)),
+            Err(error) => Err(classify(error, update.readable)),
         }
     }
 }
 
 /// Maps an SDK failure to what the caller can do about it. Only error
 /// codes and kinds are kept: service messages may quote request values.
-fn classify<R>(error: SdkError<UpdateItemError, R>) -> StoreError {
+fn classify<R>(error: SdkError<UpdateItemError, R>, readable: &[(&'static str, Kind)]) -> StoreError {
     match error {
         SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
         SdkError::DispatchFailure(failure) => {
@@ -179,11 +202,12 @@ fn classify<R>(error: SdkError<UpdateItemError, R>) -> StoreError {
             let error = context.into_err();
             let code = error.code().unwrap_or("unknown service error").to_string();
             match error {
+                // The old item tells which part of the condition failed.
                 UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item() {
                     None => StoreError::NotFound,
-                    Some(old) => match item::version(old) {
+                    Some(old) => match item::updatable(old, readable).and_then(|()| item::version(old)) {
                         Ok(current) => StoreError::VersionMismatch { current },
-                        Err(error) => StoreError::Internal(error.to_string()),
+                        Err(error) => StoreError::Unreadable(error.to_string()),
                     },
                 },
                 UpdateItemError::ProvisionedThroughputExceededException(_)

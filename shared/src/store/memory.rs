@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{Key, Store, StoreError, Table, Update};
-use crate::item::{self, Item};
+use crate::item::{self, Item, Kind};
+use crate::rules::Decimal;
 
 /// Records kept in a map, guarded by a mutex so updates are atomic.
 #[derive(Debug, Default)]
@@ -53,6 +54,25 @@ impl MemoryStore {
     }
 }
 
+/// `version + 1` as DynamoDB would write it, for the versions
+/// [`item::updatable`] lets through: whole numbers, and the plain decimal
+/// fractions another writer might have stored.
+fn next_version(version: Option<&AttributeValue>) -> Option<String> {
+    let text = match version {
+        None => return Some("1".into()),
+        Some(AttributeValue::N(text)) => text,
+        Some(_) => return None,
+    };
+    let canonical = Decimal::parse(text)?.canonical();
+    let (whole, fraction) = canonical.split_once('.').unwrap_or((&canonical, ""));
+    let whole = whole.parse::<u128>().ok()?.checked_add(1)?;
+    Some(if fraction.is_empty() {
+        whole.to_string()
+    } else {
+        format!("{whole}.{fraction}")
+    })
+}
+
 impl Store for MemoryStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -60,18 +80,30 @@ impl Store for MemoryStore {
         let Some(stored) = items.get_mut(&(update.table, update.key)) else {
             return Err(StoreError::NotFound);
         };
-        let current = item::version(stored).map_err(|error| StoreError::Internal(error.to_string()))?;
-        if update
-            .expected_versions
-            .is_some_and(|expected| !expected.contains(&current))
-        {
-            return Err(StoreError::VersionMismatch { current });
+        // What DynamoDB's condition refuses: only the attributes this write
+        // keeps must be readable.
+        let kept: Vec<(&'static str, Kind)> = update
+            .readable
+            .iter()
+            .filter(|(name, _)| !update.set.iter().any(|(set, _)| set == name))
+            .copied()
+            .collect();
+        item::updatable(stored, &kept).map_err(|error| StoreError::Unreadable(error.to_string()))?;
+        let next = next_version(stored.get("version"))
+            .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;
+        if let Some(expected) = update.expected_versions {
+            match item::version(stored) {
+                Ok(current) if expected.contains(&current) => {}
+                Ok(current) => return Err(StoreError::VersionMismatch { current }),
+                // IN (…) never matches a fractional version.
+                Err(error) => return Err(StoreError::Unreadable(error.to_string())),
+            }
         }
         for (name, value) in update.set {
             stored.insert(name.to_string(), value);
         }
         stored.insert("updated_at".into(), AttributeValue::S(update.now));
-        stored.insert("version".into(), AttributeValue::N((current + 1).to_string()));
+        stored.insert("version".into(), AttributeValue::N(next));
         Ok(stored.clone())
     }
 }

@@ -17,7 +17,7 @@ pub use dynamo::{DynamoStore, MAX_ATTEMPTS, TIME_BUDGET};
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
-use crate::item::Item;
+use crate::item::{Item, Kind};
 
 /// A record kind's table, with its key schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,6 +110,10 @@ pub struct Update {
     pub expected_versions: Option<Vec<u64>>,
     /// The new `updated_at`.
     pub now: String,
+    /// The attributes the response will show, with their types: the write
+    /// happens only if each one it keeps has its type (see
+    /// [`crate::item::updatable`]).
+    pub readable: &'static [(&'static str, Kind)],
 }
 
 /// Why an update did not happen.
@@ -127,6 +131,10 @@ pub enum StoreError {
     /// Throttled, unreachable, or out of time: worth retrying later.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The stored item is one this service could not return (an attribute
+    /// of another type, a version out of range); nothing was written.
+    #[error("stored item cannot be updated: {0}")]
+    Unreadable(String),
     /// Anything else (missing table, bad credentials, corrupt item).
     #[error("database error: {0}")]
     Internal(String),

@@ -1,0 +1,37 @@
+//! What the harness and its subject binaries share: the one conditional
+//! `UpdateItem` every implementation makes.
+
+use agent_server_shared::Table;
+use agent_server_shared::store::{Key, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
+use local_api::samples;
+
+/// The update `events/update-model/200-switch-provider.json` asks for, made
+/// without the handler: the sample model, a name, a provider and two
+/// parameters (`max_tokens` = `round`, so every write changes the item).
+pub fn sample_update(round: usize) -> Update {
+    Update {
+        table: Table::Models,
+        key: Key {
+            project_id: Some(samples::PROJECT_ID.into()),
+            id: samples::MODEL_ID.into(),
+        },
+        set: vec![
+            ("name", AttributeValue::S("Claude Sonnet".into())),
+            ("provider_type", AttributeValue::S("Anthropic".into())),
+            (
+                "parameters",
+                AttributeValue::M(
+                    [
+                        ("temperature".to_string(), AttributeValue::N("0.2".into())),
+                        ("max_tokens".to_string(), AttributeValue::N(round.to_string())),
+                    ]
+                    .into(),
+                ),
+            ),
+        ],
+        expected_versions: None,
+        now: agent_server_shared::handler::timestamp(),
+        readable: <agent_server_shared::Model as agent_server_shared::Resource>::READABLE,
+    }
+}

@@ -1,0 +1,235 @@
+//! The MCP server's `headers`: names an HTTP client can send as they are,
+//! and values no client can be tricked into framing differently.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::wrong_type;
+use crate::error::{FieldError, FieldErrors};
+
+/// Most entries in `headers`.
+pub const MAX_HEADERS: usize = 64;
+/// Longest header name.
+pub const MAX_HEADER_NAME_CHARS: usize = 256;
+/// Longest header value.
+pub const MAX_HEADER_VALUE_CHARS: usize = 8192;
+
+/// Header names the HTTP client must own: they frame the message or the
+/// connection, so a stored one could override how a request is sent.
+pub const FORBIDDEN_NAMES: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+];
+/// Every name with this prefix (any case) is the client's too.
+pub const FORBIDDEN_PREFIX: &str = "proxy-";
+
+/// RFC 9110 `tchar`.
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// Whether the HTTP client must own a header of this name.
+pub fn is_forbidden_name(name: &str) -> bool {
+    FORBIDDEN_NAMES
+        .iter()
+        .any(|forbidden| name.eq_ignore_ascii_case(forbidden))
+        || name
+            .get(..FORBIDDEN_PREFIX.len())
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORBIDDEN_PREFIX))
+}
+
+pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
+    let Some(headers) = value.as_object() else {
+        return errors.push(wrong_type(path, "an object", value));
+    };
+    if headers.len() > MAX_HEADERS {
+        errors.push(FieldError::new(
+            path,
+            "too_many_entries",
+            format!("must have at most {MAX_HEADERS} entries"),
+        ));
+    }
+    let mut seen = HashSet::new();
+    // Name order, whatever the map's order, so the same body always names
+    // the same duplicate.
+    let mut entries: Vec<(&String, &Value)> = headers.iter().collect();
+    entries.sort_unstable_by_key(|(name, _)| *name);
+    let mut field = String::new();
+    for (name, header_value) in entries {
+        if errors.is_full() {
+            return;
+        }
+        field.clear();
+        field.push_str(path);
+        field.push('.');
+        field.push_str(name);
+        let length = name.chars().count();
+        if length == 0 || length > MAX_HEADER_NAME_CHARS || !name.chars().all(is_token_char) {
+            errors.push(FieldError::new(
+                &field,
+                "invalid_name",
+                format!("header names must be HTTP tokens of 1 to {MAX_HEADER_NAME_CHARS} characters"),
+            ));
+        } else if is_forbidden_name(name) {
+            errors.push(FieldError::new(
+                &field,
+                "forbidden_name",
+                "must not be a header the HTTP client sets itself (Host, Content-Length, \
+                 Transfer-Encoding, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-*)",
+            ));
+        } else if !seen.insert(name.to_ascii_lowercase()) {
+            errors.push(FieldError::new(
+                &field,
+                "duplicate_name",
+                "header names must be unique regardless of letter case",
+            ));
+        }
+        match header_value.as_str() {
+            None => errors.push(wrong_type(&field, "a string", header_value)),
+            Some(text) if text.chars().count() > MAX_HEADER_VALUE_CHARS => {
+                errors.push(FieldError::new(
+                    &field,
+                    "too_long",
+                    format!("header values must be at most {MAX_HEADER_VALUE_CHARS} characters"),
+                ));
+            }
+            // RFC 9110 field values: visible characters, spaces and tabs.
+            Some(text) if text.chars().any(|c| c.is_control() && c != '\t') => errors.push(FieldError::new(
+                &field,
+                "invalid_value",
+                "header values must not contain control characters other than tab (no CR, LF, NUL or DEL)",
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Rule;
+    use super::super::testing::{codes, errors, problems};
+    use serde_json::{Value, json};
+
+    #[test]
+    fn header_rules() {
+        assert!(codes(Rule::Headers, json!({})).is_empty());
+        assert!(
+            codes(
+                Rule::Headers,
+                json!({"Authorization": "Bearer x", "X-Api-Key": "", "X-Tab": "a\tb é"})
+            )
+            .is_empty()
+        );
+        let many: serde_json::Map<String, Value> = (0..64).map(|i| (format!("h{i}"), json!("v"))).collect();
+        assert!(codes(Rule::Headers, Value::Object(many.clone())).is_empty());
+        let mut too_many = many;
+        too_many.insert("h64".into(), json!("v"));
+        assert_eq!(
+            codes(Rule::Headers, Value::Object(too_many)),
+            ["too_many_entries"]
+        );
+
+        assert_eq!(
+            problems(Rule::Headers, json!({"Bad Name": "v"})),
+            [("headers.Bad Name".to_string(), "invalid_name")]
+        );
+        assert_eq!(codes(Rule::Headers, json!({"": "v"})), ["invalid_name"]);
+        assert_eq!(codes(Rule::Headers, json!({"X:Y": "v"})), ["invalid_name"]);
+        assert_eq!(codes(Rule::Headers, json!({"Ünicode": "v"})), ["invalid_name"]);
+        assert!(codes(Rule::Headers, json!({"a".repeat(256): "v"})).is_empty());
+        assert_eq!(
+            codes(Rule::Headers, json!({"a".repeat(257): "v"})),
+            ["invalid_name"]
+        );
+        assert!(codes(Rule::Headers, json!({"!#$%&'*+-.^_`|~09azAZ": "v"})).is_empty());
+
+        let duplicate = problems(Rule::Headers, json!({"X-Key": "a", "x-key": "b"}));
+        assert_eq!(duplicate.len(), 1);
+        assert_eq!(duplicate[0].1, "duplicate_name");
+
+        assert!(codes(Rule::Headers, json!({"A": "v".repeat(8192)})).is_empty());
+        assert_eq!(codes(Rule::Headers, json!({"A": "v".repeat(8193)})), ["too_long"]);
+        assert_eq!(codes(Rule::Headers, json!({"A": 1})), ["invalid_type"]);
+        assert_eq!(codes(Rule::Headers, json!({"A": null})), ["invalid_type"]);
+        // Every problem is listed, not just the first.
+        assert_eq!(
+            codes(Rule::Headers, json!({"A": 1, "B C": "x", "D": "\n"})).len(),
+            3
+        );
+    }
+
+    #[test]
+    fn values_are_rfc_9110_field_values() {
+        for bad in [
+            "a\rb",
+            "a\nb",
+            "a\u{0}b",
+            "a\u{1}b",
+            "\u{1b}[31m",
+            "a\u{7f}",
+            "a\u{85}",
+            "\u{b}",
+            "\u{c}",
+        ] {
+            assert_eq!(
+                problems(Rule::Headers, json!({"Authorization": bad})),
+                [("headers.Authorization".to_string(), "invalid_value")],
+                "{bad:?}"
+            );
+        }
+        for ok in ["a\tb", " spaced ", "ünïcödé", "!\"#~"] {
+            assert!(codes(Rule::Headers, json!({ "X": ok })).is_empty(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn names_the_client_owns_are_refused_in_any_case() {
+        for name in [
+            "Host",
+            "host",
+            "Content-Length",
+            "TRANSFER-ENCODING",
+            "Connection",
+            "Keep-Alive",
+            "Upgrade",
+            "TE",
+            "te",
+            "Trailer",
+            "Proxy-Authorization",
+            "proxy-connection",
+            "PROXY-X",
+        ] {
+            assert_eq!(
+                problems(Rule::Headers, json!({ name: "v" })),
+                [(format!("headers.{name}"), "forbidden_name")],
+                "{name}"
+            );
+        }
+        for ok in [
+            "Hosts",
+            "X-Host",
+            "Content-Type",
+            "Teapot",
+            "Proxy",
+            "X-Proxy-Id",
+            "Trailers",
+        ] {
+            assert!(codes(Rule::Headers, json!({ ok: "v" })).is_empty(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn header_messages_never_contain_values() {
+        let value = json!({"Authorization": format!("SENTINEL\n{}", "x".repeat(9000)), "B": "SENTINEL\r"});
+        let errors = errors(Rule::Headers, "headers", value);
+        assert_eq!(errors.len(), 2);
+        assert!(errors.iter().all(|e| !format!("{e:?}").contains("SENTINEL")));
+    }
+}

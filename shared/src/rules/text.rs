@@ -1,0 +1,139 @@
+//! Plain strings: `name` and `model_id`, the secret `api_key`, and the
+//! `provider_type` enum.
+
+use serde_json::Value;
+
+use super::wrong_type;
+use crate::error::{FieldError, FieldErrors};
+use crate::provider::ProviderType;
+
+/// Longest `name` or `model_id`.
+pub const MAX_TEXT_CHARS: usize = 255;
+/// Longest `api_key`.
+pub const MAX_SECRET_CHARS: usize = 4096;
+
+/// The length rule shared by text and secrets: 1 to `max` characters.
+fn length(path: &str, text: &str, max: usize, errors: &mut FieldErrors) -> bool {
+    let bounds = || format!("must be 1 to {max} characters");
+    let length = text.chars().count();
+    if length == 0 {
+        errors.push(FieldError::new(path, "too_short", bounds()));
+    } else if length > max {
+        errors.push(FieldError::new(path, "too_long", bounds()));
+    } else {
+        return true;
+    }
+    false
+}
+
+pub(super) fn text(path: &str, value: &Value, errors: &mut FieldErrors) {
+    let Some(text) = value.as_str() else {
+        return errors.push(wrong_type(path, "a string", value));
+    };
+    if !length(path, text, MAX_TEXT_CHARS, errors) {
+        return;
+    }
+    if text.chars().any(char::is_control) {
+        errors.push(FieldError::new(
+            path,
+            "control_character",
+            "must not contain control characters",
+        ));
+    } else if text.chars().all(char::is_whitespace) {
+        errors.push(FieldError::new(
+            path,
+            "blank",
+            "must contain a non-whitespace character",
+        ));
+    }
+}
+
+pub(super) fn secret(path: &str, value: &Value, errors: &mut FieldErrors) {
+    let Some(secret) = value.as_str() else {
+        return errors.push(wrong_type(path, "a string", value));
+    };
+    if length(path, secret, MAX_SECRET_CHARS, errors)
+        && secret.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        errors.push(FieldError::new(
+            path,
+            "invalid_character",
+            "must not contain whitespace or control characters",
+        ));
+    }
+}
+
+pub(super) fn provider(path: &str, value: &Value, errors: &mut FieldErrors) {
+    let Some(spelling) = value.as_str() else {
+        return errors.push(wrong_type(path, "a string", value));
+    };
+    if ProviderType::parse(spelling).is_none() {
+        errors.push(FieldError::new(
+            path,
+            "invalid_enum",
+            format!("must be one of {}", ProviderType::SPELLINGS.join(", ")),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Rule;
+    use super::super::testing::{codes, errors};
+    use serde_json::json;
+
+    #[test]
+    fn text_length_boundaries_count_characters() {
+        assert!(codes(Rule::Text, json!("a".repeat(255))).is_empty());
+        assert_eq!(codes(Rule::Text, json!("a".repeat(256))), ["too_long"]);
+        // 255 four-byte characters are 1020 bytes and still fit.
+        assert!(codes(Rule::Text, json!("😀".repeat(255))).is_empty());
+        assert_eq!(codes(Rule::Text, json!("é".repeat(256))), ["too_long"]);
+        assert_eq!(codes(Rule::Text, json!("")), ["too_short"]);
+        assert!(codes(Rule::Text, json!("x")).is_empty());
+    }
+
+    #[test]
+    fn text_must_not_be_blank_or_control() {
+        assert_eq!(codes(Rule::Text, json!("   ")), ["blank"]);
+        assert_eq!(codes(Rule::Text, json!("\u{3000}")), ["blank"]);
+        assert_eq!(codes(Rule::Text, json!("a\tb")), ["control_character"]);
+        assert_eq!(codes(Rule::Text, json!("a\u{0}b")), ["control_character"]);
+        assert_eq!(codes(Rule::Text, json!("a\u{7f}")), ["control_character"]);
+        assert_eq!(codes(Rule::Text, json!("a\u{85}")), ["control_character"]);
+        assert!(codes(Rule::Text, json!(" Claude Sonnet 4 ")).is_empty());
+        assert!(codes(Rule::Text, json!("модель 模型")).is_empty());
+    }
+
+    #[test]
+    fn secret_rules() {
+        assert!(codes(Rule::Secret, json!("k".repeat(4096))).is_empty());
+        assert_eq!(codes(Rule::Secret, json!("k".repeat(4097))), ["too_long"]);
+        assert_eq!(codes(Rule::Secret, json!("")), ["too_short"]);
+        assert_eq!(codes(Rule::Secret, json!("sk live")), ["invalid_character"]);
+        assert_eq!(codes(Rule::Secret, json!("sk\u{a0}live")), ["invalid_character"]);
+        assert_eq!(codes(Rule::Secret, json!("sk\nlive")), ["invalid_character"]);
+        assert!(codes(Rule::Secret, json!("sk-ant-api03_ключ")).is_empty());
+    }
+
+    #[test]
+    fn secret_messages_never_contain_the_secret() {
+        for value in ["", "sk SENTINEL", &"SENTINEL".repeat(600)] {
+            let errors = errors(Rule::Secret, "api_key", json!(value));
+            assert!(!errors.is_empty());
+            assert!(errors.iter().all(|e| !format!("{e:?}").contains("SENTINEL")));
+        }
+    }
+
+    #[test]
+    fn provider_spellings_are_exact() {
+        for ok in ["OpenAI", "Anthropic", "Gemini", "xAI"] {
+            assert!(codes(Rule::Provider, json!(ok)).is_empty());
+        }
+        for bad in ["openai", "OPENAI", "XAI", "Google", "", " OpenAI"] {
+            assert_eq!(codes(Rule::Provider, json!(bad)), ["invalid_enum"]);
+        }
+        let errors = errors(Rule::Provider, "provider_type", json!("x"));
+        assert_eq!(errors[0].message, "must be one of OpenAI, Anthropic, Gemini, xAI");
+    }
+}

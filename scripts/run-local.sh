@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), the
 # tables and sample records, then local-api on $API_ADDR (default
-# 127.0.0.1:3000). Ctrl-C stops everything this script started.
+# 127.0.0.1:3000), behind the JWT authorizer emulation with a secret made
+# for this run (local-api prints development tokens signed with it).
+# Ctrl-C, SIGTERM or SIGHUP stops everything this script started.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dynamodb_port="${DYNAMODB_PORT:-8000}"
@@ -25,12 +27,17 @@ log="$root/target/dynamodb-local.log"
 mkdir -p "$root/target"
 "$root/tools/dynamodb-local/run" "$dynamodb_port" >"$log" 2>&1 &
 dynamodb_pid=$!
+api_pid=
 cleanup() {
+  # local-api first, so nothing answers after its database is gone.
+  [[ -n "$api_pid" ]] && kill "$api_pid" 2>/dev/null || true
   kill "$dynamodb_pid" 2>/dev/null || true
-  wait "$dynamodb_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 echo "make run: starting DynamoDB Local on 127.0.0.1:$dynamodb_port (log: target/dynamodb-local.log)" >&2
 for _ in $(seq 1 120); do
@@ -46,6 +53,9 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export ALLOW_PRIVATE_ENDPOINTS=true
-"$root/target/debug/local-api" --setup --addr "$api_addr" &
+# A fresh HS256 secret each run: tokens from an earlier run stop working.
+jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+"$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" &
 api_pid=$!
+# `wait` returns when a trapped signal arrives, so the trap runs at once.
 wait "$api_pid"

@@ -1,10 +1,12 @@
 //! The local API: the three update handlers served over HTTP, the way API
 //! Gateway would call them, for running and testing without AWS or Docker.
 //!
-//! [`route`] maps a path to its function's handler and fills in what API
-//! Gateway would (the `{id}` path parameter, the parsed query string, a
-//! request id); [`serve`] is a plain HTTP/1.1 server around it.
+//! [`route`] maps a path to its function's handler and does what API
+//! Gateway would: authenticate ([`gateway`]), then fill in the `{id}` path
+//! parameter, the parsed query string, a request id and the authorizer
+//! context; [`serve`] is a plain HTTP/1.1 server around it.
 
+pub mod gateway;
 pub mod samples;
 pub mod setup;
 
@@ -15,13 +17,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_server_shared::envelope;
-use agent_server_shared::handler::access_log;
-use agent_server_shared::{ApiError, App, Request, Response, Store};
+use agent_server_shared::handler::{AccessEntry, access_log};
+use agent_server_shared::{ApiError, ApiKey, App, McpServer, Model, Request, Response, Store, lambda};
+use gateway::Authorizer;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
+use lambda_http::aws_lambda_events::apigw::{
+    ApiGatewayV2httpRequestContext, ApiGatewayV2httpRequestContextHttpDescription,
+};
+use lambda_http::request::RequestContext;
 use lambda_http::{Body, Context, RequestExt};
 use tokio::net::TcpListener;
 
@@ -35,8 +42,19 @@ pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 /// How long in-flight requests get to finish after Ctrl-C.
 const DRAIN_TIME: Duration = Duration::from_secs(5);
 
-/// Routes one request to its handler, as API Gateway would.
-pub async fn route<S: Store>(app: &App<S>, request: Request) -> Response {
+/// What the local API serves: the functions' app, behind API Gateway's
+/// authorizer.
+#[derive(Debug)]
+pub struct LocalApi<S> {
+    /// The app every route's function runs with.
+    pub app: App<S>,
+    /// How requests are authenticated.
+    pub authorizer: Authorizer,
+}
+
+/// Routes one request to its handler, as API Gateway would: the route
+/// first (404, 405), then the authorizer (401), then the function.
+pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response {
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
     let path = request.uri().path().to_string();
@@ -49,20 +67,38 @@ pub async fn route<S: Store>(app: &App<S>, request: Request) -> Response {
     if request.method() != lambda_http::http::Method::PUT {
         return unrouted(&request, ApiError::MethodNotAllowed, started, &request_id);
     }
+    let projects_claim = &local.app.settings.projects_claim;
+    let Ok(authorizer) = local.authorizer.context(request.headers(), projects_claim) else {
+        let response = gateway::unauthorized();
+        log(&request, &response, started, &request_id);
+        return response;
+    };
     let query = parse_query(request.uri().query().unwrap_or_default());
     let id = percent_encoding::percent_decode_str(id)
         .decode_utf8_lossy()
         .into_owned();
-    let mut context = Context::default();
-    context.request_id = request_id;
+    let mut http = ApiGatewayV2httpRequestContextHttpDescription::default();
+    http.method = request.method().clone();
+    http.path = Some(path.clone());
+    let mut context = ApiGatewayV2httpRequestContext::default();
+    context.route_key = Some(format!("PUT {PREFIX}{collection}/{{id}}"));
+    context.request_id = Some(request_id.clone());
+    context.authorizer = Some(authorizer);
+    context.http = http;
+    let mut lambda_context = Context::default();
+    lambda_context.request_id = request_id;
     let request = request
         .with_path_parameters(HashMap::from([("id".to_string(), id)]))
         .with_query_string_parameters(query)
-        .with_lambda_context(context);
+        .with_request_context(RequestContext::ApiGatewayV2(context))
+        .with_lambda_context(lambda_context);
+    // The functions' own guarded entry, so a panic is a 500 envelope here
+    // exactly as on Lambda.
+    let app = &local.app;
     match collection {
-        "api-keys" => update_api_key::handle(app, request).await,
-        "mcp-servers" => update_mcp_server::handle(app, request).await,
-        _ => update_model::handle(app, request).await,
+        "api-keys" => lambda::handle::<ApiKey, S>(app, request).await,
+        "mcp-servers" => lambda::handle::<McpServer, S>(app, request).await,
+        _ => lambda::handle::<Model, S>(app, request).await,
     }
 }
 
@@ -87,20 +123,26 @@ fn parse_query(raw: &str) -> HashMap<String, Vec<String>> {
 
 fn unrouted(request: &Request, error: ApiError, started: Instant, request_id: &str) -> Response {
     let response = envelope::failure(&error, request_id);
-    access_log(
-        request.method().as_str(),
-        request.uri().path(),
-        &response,
-        started.elapsed(),
-        request_id,
-    );
+    log(request, &response, started, request_id);
     response
+}
+
+/// The access-log line of a request no function saw.
+fn log(request: &Request, response: &Response, started: Instant, request_id: &str) {
+    access_log(&AccessEntry {
+        method: request.method().as_str(),
+        route: request.uri().path(),
+        principal: None,
+        response,
+        latency: started.elapsed(),
+        request_id,
+    });
 }
 
 /// Reads a hyper request into `lambda_http`'s type, routes it, and turns
 /// the response back.
 pub async fn respond<S: Store>(
-    app: &App<S>,
+    local: &LocalApi<S>,
     request: hyper::Request<Incoming>,
 ) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
@@ -112,7 +154,7 @@ pub async fn respond<S: Store>(
             } else {
                 Body::Binary(bytes.to_vec())
             };
-            route(app, Request::from_parts(parts, body)).await
+            route(local, Request::from_parts(parts, body)).await
         }
         Err(_) => {
             let request = Request::from_parts(parts, Body::Empty);
@@ -131,11 +173,11 @@ pub async fn respond<S: Store>(
     hyper::Response::from_parts(parts, Full::new(bytes))
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets
+/// Serves `local` on `listener` until `shutdown` resolves, then lets
 /// in-flight requests finish (for a few seconds at most).
 pub async fn serve<S: Store + 'static>(
     listener: TcpListener,
-    app: Arc<App<S>>,
+    local: Arc<LocalApi<S>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
@@ -150,10 +192,10 @@ pub async fn serve<S: Store + 'static>(
                         continue;
                     }
                 };
-                let app = Arc::clone(&app);
+                let local = Arc::clone(&local);
                 let service = hyper::service::service_fn(move |request| {
-                    let app = Arc::clone(&app);
-                    async move { Ok::<_, Infallible>(respond(&app, request).await) }
+                    let local = Arc::clone(&local);
+                    async move { Ok::<_, Infallible>(respond(&local, request).await) }
                 });
                 let connection = graceful.watch(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {

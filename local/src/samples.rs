@@ -13,6 +13,11 @@ pub const PROJECT_ID: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
 pub const MCP_SERVER_ID: &str = "5b6c7d8e-9f01-4a2b-8c3d-4e5f6a7b8c9d";
 /// The sample model's id.
 pub const MODEL_ID: &str = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
+/// Another team's project, for trying authorization: the sample-project
+/// development token may not change its records.
+pub const OTHER_PROJECT_ID: &str = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
+/// The other project's model.
+pub const OTHER_MODEL_ID: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
 /// When the samples were "created".
 pub const CREATED_AT: &str = "2026-01-01T00:00:00.000Z";
 
@@ -80,6 +85,20 @@ pub fn items() -> Vec<(Table, Item)> {
                         ]
                         .into(),
                     ),
+                ),
+            ]),
+        ),
+        (
+            Table::Models,
+            item(vec![
+                ("project_id", s(OTHER_PROJECT_ID)),
+                ("id", s(OTHER_MODEL_ID)),
+                ("name", s("Another team's model")),
+                ("model_id", s("gpt-4o")),
+                ("provider_type", s("OpenAI")),
+                (
+                    "parameters",
+                    AttributeValue::M([("temperature".to_string(), n("1"))].into()),
                 ),
             ]),
         ),

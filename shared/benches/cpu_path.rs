@@ -5,9 +5,7 @@
 
 use std::hint::black_box;
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item::{self, Item};
-use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{Store, StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -77,10 +75,7 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
         .unwrap_or_else(|e| panic!("{e}"));
     let app = App {
         store: Stub(item),
-        settings: Settings {
-            tables: TableNames::default(),
-            policy: Policy::default(),
-        },
+        settings: Settings::default(),
     };
     let scoped = R::TABLE.scoped_by_project();
     for (size, body) in bodies {

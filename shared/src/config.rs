@@ -2,6 +2,7 @@
 
 use std::env;
 
+use crate::auth::DEFAULT_PROJECTS_CLAIM;
 use crate::rules::Policy;
 use crate::store::Table;
 
@@ -25,6 +26,8 @@ pub struct Settings {
     pub tables: TableNames,
     /// Field-rule policy.
     pub policy: Policy,
+    /// The JWT claim listing the caller's projects (`PROJECTS_CLAIM`).
+    pub projects_claim: String,
 }
 
 /// The DynamoDB table behind each record kind.
@@ -59,9 +62,22 @@ impl Default for TableNames {
     }
 }
 
+impl Default for Settings {
+    /// The local defaults: the local table names, private endpoints refused,
+    /// the projects listed in the `projects` claim.
+    fn default() -> Self {
+        Self {
+            tables: TableNames::default(),
+            policy: Policy::default(),
+            projects_claim: DEFAULT_PROJECTS_CLAIM.into(),
+        }
+    }
+}
+
 impl Settings {
     /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE`, `MODELS_TABLE` (each
-    /// defaulting to its local name) and `ALLOW_PRIVATE_ENDPOINTS`.
+    /// defaulting to its local name), `ALLOW_PRIVATE_ENDPOINTS` and
+    /// `PROJECTS_CLAIM` (default [`DEFAULT_PROJECTS_CLAIM`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| env::var(name).ok())
     }
@@ -97,6 +113,10 @@ impl Settings {
             policy: Policy {
                 allow_private_endpoints,
             },
+            projects_claim: lookup("PROJECTS_CLAIM")
+                .map(|claim| claim.trim().to_owned())
+                .filter(|claim| !claim.is_empty())
+                .unwrap_or_else(|| DEFAULT_PROJECTS_CLAIM.into()),
         })
     }
 }
@@ -122,6 +142,16 @@ mod tests {
         assert_eq!(settings.tables.models, "prod-models");
         assert_eq!(settings.tables.api_keys, "agent-server-api-keys");
         assert!(settings.policy.allow_private_endpoints);
+        assert_eq!(settings.projects_claim, DEFAULT_PROJECTS_CLAIM);
+
+        let claim = |value: &str| {
+            let value = value.to_owned();
+            Settings::from_lookup(move |name| (name == "PROJECTS_CLAIM").then(|| value.clone()))
+                .map(|settings| settings.projects_claim)
+                .ok()
+        };
+        assert_eq!(claim(" custom:projects ").as_deref(), Some("custom:projects"));
+        assert_eq!(claim("").as_deref(), Some(DEFAULT_PROJECTS_CLAIM));
     }
 
     #[test]

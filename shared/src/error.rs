@@ -3,9 +3,13 @@
 
 use serde::Serialize;
 
-/// The most field problems one response lists; beyond it the list is cut,
-/// so a 64 KiB body of bad numbers cannot produce a megabyte of errors.
+/// The most field problems one response lists; validation stops collecting
+/// there, so a 64 KiB body of bad numbers cannot produce a megabyte of errors.
 pub const MAX_FIELD_ERRORS: usize = 100;
+/// The longest `field` path an error carries, in characters; a longer one
+/// (a long key in `parameters`) is cut and ends in `…`, so no error copies
+/// a large part of the body however many there are.
+pub const MAX_FIELD_PATH_CHARS: usize = 128;
 
 /// One problem with one input, named by its JSON path (`headers.Authorization`,
 /// `parameters.reasoning.effort`, `project_id`, `id`, `body`).
@@ -23,13 +27,61 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    /// Builds a field error.
-    pub fn new(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
+    /// Builds a field error; a `field` path longer than
+    /// [`MAX_FIELD_PATH_CHARS`] is cut (copying only what is kept).
+    pub fn new(field: &str, code: &'static str, message: impl Into<String>) -> Self {
         Self {
-            field: field.into(),
+            field: short_path(field),
             code,
             message: message.into(),
         }
+    }
+}
+
+fn short_path(path: &str) -> String {
+    match path.char_indices().nth(MAX_FIELD_PATH_CHARS - 1) {
+        // More than the limit: keep one character less and mark the cut.
+        Some((end, _)) if path[end..].chars().nth(1).is_some() => format!("{}…", &path[..end]),
+        _ => path.to_string(),
+    }
+}
+
+/// The field problems of one request: at most [`MAX_FIELD_ERRORS`] are kept,
+/// and [`FieldErrors::is_full`] tells a rule it may stop looking.
+#[derive(Debug, Default)]
+pub struct FieldErrors(Vec<FieldError>);
+
+impl FieldErrors {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `error` unless the list is full.
+    pub fn push(&mut self, error: FieldError) {
+        if !self.is_full() {
+            self.0.push(error);
+        }
+    }
+
+    /// Whether no further problem would be kept.
+    pub fn is_full(&self) -> bool {
+        self.0.len() >= MAX_FIELD_ERRORS
+    }
+
+    /// How many problems were kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no problem was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The problems kept, in the order found.
+    pub fn into_vec(self) -> Vec<FieldError> {
+        self.0
     }
 }
 
@@ -54,6 +106,10 @@ pub enum ApiError {
     /// The body is `{}`.
     #[error("Nothing to update: the request body has no fields")]
     EmptyUpdate,
+    /// The caller's identity does not grant the project (or, on the API-key
+    /// route, every project). Says nothing of the record or the request.
+    #[error("Forbidden: the caller's identity does not grant this change")]
+    Forbidden,
     /// The record does not exist (in this project).
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -78,6 +134,10 @@ pub enum ApiError {
     /// DynamoDB throttled, was unreachable, or the time budget ran out.
     #[error("Service temporarily unavailable, retry later")]
     Unavailable,
+    /// The event itself cannot be read as an HTTP request (a header or
+    /// request line no HTTP request can carry; direct invokes only).
+    #[error("The request could not be read")]
+    BadRequest,
     /// Anything else; the details go to the log, never to the client.
     #[error("Internal server error")]
     Internal,
@@ -92,7 +152,9 @@ impl ApiError {
             | Self::InvalidIfMatch(_)
             | Self::InvalidJson(_)
             | Self::Validation(_)
-            | Self::EmptyUpdate => 400,
+            | Self::EmptyUpdate
+            | Self::BadRequest => 400,
+            Self::Forbidden => 403,
             Self::NotFound(_) | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::PreconditionFailed { .. } => 412,
@@ -112,6 +174,8 @@ impl ApiError {
             Self::InvalidJson(_) => "invalid_json",
             Self::Validation(_) => "validation_failed",
             Self::EmptyUpdate => "empty_update",
+            Self::BadRequest => "invalid_request",
+            Self::Forbidden => "forbidden",
             Self::NotFound(_) | Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PreconditionFailed { .. } => "precondition_failed",
@@ -132,5 +196,33 @@ impl ApiError {
             Self::Validation(fields) => Some(fields),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_paths_are_cut_short_ones_kept() {
+        let exact = "p".repeat(MAX_FIELD_PATH_CHARS);
+        assert_eq!(FieldError::new(&exact, "c", "m").field, exact);
+        let long = format!("parameters.{}", "é".repeat(70_000));
+        let field = FieldError::new(&long, "c", "m").field;
+        assert_eq!(field.chars().count(), MAX_FIELD_PATH_CHARS);
+        assert!(
+            field.starts_with("parameters.é") && field.ends_with('…'),
+            "{field}"
+        );
+    }
+
+    #[test]
+    fn the_list_stops_at_its_limit() {
+        let mut errors = FieldErrors::new();
+        for _ in 0..MAX_FIELD_ERRORS * 3 {
+            errors.push(FieldError::new("f", "c", "m"));
+        }
+        assert!(errors.is_full());
+        assert_eq!(errors.into_vec().len(), MAX_FIELD_ERRORS);
     }
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 
 use crate::app::App;
+use crate::auth::{Caller, Target};
 use crate::envelope;
 use crate::error::ApiError;
 use crate::item;
@@ -23,25 +24,38 @@ use crate::{Request, Response};
 pub async fn update<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
     let started = Instant::now();
     let request_id = request::request_id(&request);
-    let response = match apply::<R, S>(app, &request).await {
-        Ok((record, version)) => envelope::success(R::UPDATED, record, version),
+    let caller = Caller::of(&request, &app.settings.projects_claim);
+    let response = match apply::<R, S>(app, &caller, &request).await {
+        Ok((record, version)) => envelope::success(R::UPDATED, record, &version),
         Err(error) => envelope::failure(&error, &request_id),
     };
-    access_log(
-        request.method().as_str(),
-        R::ROUTE,
-        &response,
-        started.elapsed(),
-        &request_id,
-    );
+    access_log(&AccessEntry {
+        method: request.method().as_str(),
+        route: R::ROUTE,
+        principal: caller.principal,
+        response: &response,
+        latency: started.elapsed(),
+        request_id: &request_id,
+    });
     response
 }
 
-async fn apply<R: Resource, S: Store>(app: &App<S>, request: &Request) -> Result<(R, u64), ApiError> {
+async fn apply<R: Resource, S: Store>(
+    app: &App<S>,
+    caller: &Caller<'_>,
+    request: &Request,
+) -> Result<(R, String), ApiError> {
+    // The request's shape first (every 400, 413, 415), then who may change
+    // it: a 403 then says nothing about the record, and a request refused
+    // either way costs no database call.
     let key = request::key(request, R::TABLE)?;
     let expected_versions = request::expected_versions(request)?;
     let body = request::json_body(request)?;
     let set = patch::parse::<R>(&body, app.settings.policy)?;
+    caller.authorize(match &key.project_id {
+        Some(project) => Target::Project(project),
+        None => Target::Unscoped,
+    })?;
     // Field names only: values may be secrets. The list is built only when
     // DEBUG is on (tracing evaluates fields after its level check).
     tracing::debug!(
@@ -55,6 +69,7 @@ async fn apply<R: Resource, S: Store>(app: &App<S>, request: &Request) -> Result
         set,
         expected_versions,
         now: timestamp(),
+        readable: R::READABLE,
     };
     let item = app.store.update(update).await.map_err(|error| match error {
         StoreError::NotFound => ApiError::NotFound(R::NOUN),
@@ -65,12 +80,16 @@ async fn apply<R: Resource, S: Store>(app: &App<S>, request: &Request) -> Result
             tracing::warn!(route = R::ROUTE, %reason, "database unavailable");
             ApiError::Unavailable
         }
+        StoreError::Unreadable(reason) => {
+            tracing::error!(route = R::ROUTE, %reason, "stored item left unchanged: it is not one this service wrote");
+            ApiError::Internal
+        }
         StoreError::Internal(reason) => {
             tracing::error!(route = R::ROUTE, %reason, "database error");
             ApiError::Internal
         }
     })?;
-    let stored = item::version(&item).and_then(|version| Ok((R::from_item(&item)?, version)));
+    let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version)));
     stored.map_err(|error| {
         tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
         ApiError::Internal
@@ -82,17 +101,36 @@ pub fn timestamp() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// The one log line per request: never a body, a header value or a query.
-pub fn access_log(method: &str, route: &str, response: &Response, latency: Duration, request_id: &str) {
-    let status = response.status().as_u16();
-    let latency_ms = latency.as_secs_f64() * 1000.0;
+/// What the access log says of one request.
+#[derive(Debug)]
+pub struct AccessEntry<'a> {
+    /// The HTTP method.
+    pub method: &'a str,
+    /// The route template, or the path where no route matched.
+    pub route: &'a str,
+    /// Who called ([`Caller::principal`]); never a token.
+    pub principal: Option<&'a str>,
+    /// The answer (its status is logged).
+    pub response: &'a Response,
+    /// Time from the request's arrival to its answer.
+    pub latency: Duration,
+    /// The request id the caller can quote.
+    pub request_id: &'a str,
+}
+
+/// The one log line per request: never a body, a header value, a query or
+/// a token.
+pub fn access_log(entry: &AccessEntry<'_>) {
+    let status = entry.response.status().as_u16();
+    let latency_ms = entry.latency.as_secs_f64() * 1000.0;
     tracing::info!(
         target: "access",
-        method,
-        route,
+        method = entry.method,
+        route = entry.route,
+        principal = entry.principal,
         status,
         latency_ms,
-        request_id,
+        request_id = entry.request_id,
         "request"
     );
 }

@@ -2,11 +2,13 @@
 //!
 //! A request flows through [`handler::update`]: [`request`] extracts the id,
 //! `project_id`, `If-Match` and the JSON body; [`patch`] checks every field
-//! against the [`rules`] of its [`records::Resource`]; one [`store::Store`]
+//! against the [`rules`] of its [`records::Resource`]; [`auth`] checks the
+//! caller may change the record's project; one [`store::Store`]
 //! call writes it; [`envelope`] renders the outcome, and [`error::ApiError`]
 //! is the single place where a failure becomes a status code.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod envelope;
 pub mod error;
@@ -14,8 +16,10 @@ pub mod handler;
 pub mod ids;
 pub mod item;
 pub mod json;
+pub mod lambda;
 pub mod logging;
 pub mod patch;
+pub mod provider;
 pub mod records;
 pub mod request;
 pub mod rules;
@@ -25,7 +29,8 @@ pub use app::App;
 pub use config::Settings;
 pub use error::{ApiError, FieldError};
 pub use handler::update;
-pub use records::{ApiKey, McpServer, Model, ProviderType, Resource};
+pub use provider::ProviderType;
+pub use records::{ApiKey, McpServer, Model, Resource};
 pub use store::{Store, Table};
 
 /// The request type every handler takes: `lambda_http`'s, so the Lambda

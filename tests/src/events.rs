@@ -19,7 +19,12 @@ pub struct Event {
     headers: Vec<(String, String)>,
     body: Option<String>,
     base64: bool,
+    authorizer: Option<Value>,
 }
+
+/// The IAM caller every event carries unless told otherwise: IAM callers
+/// may change every project (IAM policies decide per route).
+pub const IAM_USER_ARN: &str = "arn:aws:iam::123456789012:user/tester";
 
 impl Event {
     /// `PUT` on `route` for `id`, with `project_id` in the query if given.
@@ -34,7 +39,34 @@ impl Event {
             headers: vec![("content-type".into(), "application/json".into())],
             body: None,
             base64: false,
+            authorizer: Some(json!({
+                "iam": {
+                    "accessKey": "AKIAEXAMPLE",
+                    "accountId": "123456789012",
+                    "callerId": "AIDAEXAMPLE",
+                    "principalOrgId": null,
+                    "userArn": IAM_USER_ARN,
+                    "userId": "AIDAEXAMPLE"
+                }
+            })),
         }
+    }
+
+    /// A JWT authorizer's context with these claims (strings, as API
+    /// Gateway passes them) instead of the IAM caller.
+    pub fn jwt(mut self, claims: &[(&str, &str)]) -> Self {
+        let claims: serde_json::Map<String, Value> = claims
+            .iter()
+            .map(|(name, value)| (name.to_string(), Value::String(value.to_string())))
+            .collect();
+        self.authorizer = Some(json!({ "jwt": { "claims": claims, "scopes": null } }));
+        self
+    }
+
+    /// No authorizer context at all, as in a direct invoke.
+    pub fn without_authorizer(mut self) -> Self {
+        self.authorizer = None;
+        self
     }
 
     /// Replaces the raw query string.
@@ -122,6 +154,9 @@ impl Event {
         }
         if let Some(body) = &self.body {
             event["body"] = Value::String(body.clone());
+        }
+        if let Some(authorizer) = &self.authorizer {
+            event["requestContext"]["authorizer"] = authorizer.clone();
         }
         event
     }

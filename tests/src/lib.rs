@@ -21,6 +21,8 @@ use agent_server_shared::store::DynamoStore;
 use agent_server_shared::{App, Request, Response, Settings, Store};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use local_api::LocalApi;
+use local_api::gateway::Authorizer;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -160,8 +162,8 @@ pub async fn dynamo_app(policy: Policy) -> App<DynamoStore> {
     App {
         store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
         settings: Settings {
-            tables: TableNames::default(),
             policy,
+            ..Settings::default()
         },
     }
 }
@@ -171,8 +173,8 @@ pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore
     App {
         store: agent_server_shared::store::MemoryStore::new(),
         settings: Settings {
-            tables: TableNames::default(),
             policy,
+            ..Settings::default()
         },
     }
 }
@@ -234,6 +236,16 @@ impl Route {
             Self::Models => serde_json::json!({
                 "name": "M", "model_id": "gpt-5", "provider_type": "OpenAI",
                 "parameters": {"temperature": 0.5, "stop": ["a"], "nested": {"x": null}}}),
+        }
+    }
+
+    /// The attributes the route's record shows, with their types.
+    pub fn readable(self) -> &'static [(&'static str, agent_server_shared::item::Kind)] {
+        use agent_server_shared::{ApiKey, McpServer, Model, Resource};
+        match self {
+            Self::ApiKeys => ApiKey::READABLE,
+            Self::McpServers => McpServer::READABLE,
+            Self::Models => Model::READABLE,
         }
     }
 
@@ -333,11 +345,11 @@ pub fn capture_logs() -> (CapturedLogs, tracing::subscriber::DefaultGuard) {
 /// JSON equality with numbers compared by value (`1.5e3` equals `1500`),
 /// as DynamoDB may respell a number it stores.
 pub fn same_json(a: &Value, b: &Value) -> bool {
-    use agent_server_shared::rules::decimal_parts;
+    use agent_server_shared::rules::Decimal;
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
-            decimal_parts(&x.to_string()).is_some()
-                && decimal_parts(&x.to_string()) == decimal_parts(&y.to_string())
+            let (x, y) = (Decimal::parse(x.as_str()), Decimal::parse(y.as_str()));
+            x.is_some() && x == y
         }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
@@ -350,16 +362,29 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
 }
 
 /// Serves `app` with `local_api::serve` on a free loopback port until
-/// `shutdown` resolves; returns the base URL and the server task.
-pub async fn serve_local_api<S: Store + 'static>(
+/// `shutdown` resolves, as `local-api --no-auth` does (every request may
+/// change every project); returns the base URL and the server task.
+pub async fn serve_local_api<S: Store + Clone + 'static>(
     app: Arc<App<S>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let local = LocalApi {
+        app: Arc::unwrap_or_clone(app),
+        authorizer: Authorizer::Open,
+    };
+    serve_local_api_with(local, shutdown).await
+}
+
+/// As [`serve_local_api`], with any authorizer.
+pub async fn serve_local_api_with<S: Store + 'static>(
+    local: LocalApi<S>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap_or_else(|e| panic!("cannot listen: {e}"));
     let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let task = tokio::spawn(local_api::serve(listener, app, shutdown));
+    let task = tokio::spawn(local_api::serve(listener, Arc::new(local), shutdown));
     (format!("http://{address}"), task)
 }
 

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
-use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
 use agent_server_shared::{App, Settings};
 use aws_sdk_dynamodb::Client;
@@ -32,10 +31,7 @@ fn budgeted_app(endpoint: &str) -> Arc<App<DynamoStore>> {
     let client = Client::from_conf(DynamoStore::budgeted(config));
     Arc::new(App {
         store: DynamoStore::new(client, TableNames::default()),
-        settings: Settings {
-            tables: TableNames::default(),
-            policy: Policy::default(),
-        },
+        settings: Settings::default(),
     })
 }
 

@@ -1,0 +1,340 @@
+//! API Gateway's own part of a request, emulated for the local API: the JWT
+//! authorizer, and the authorizer context it hands the function.
+//!
+//! As on AWS, the authorizer only authenticates: it checks the token's
+//! signature, `exp` (required), `nbf`, and the issuer and audience when
+//! configured, answers a bad or missing token with API Gateway's own 401
+//! `{"message":"Unauthorized"}`, and passes every claim through to the
+//! function as a string (a JSON array rendered `[a b]`, as API Gateway
+//! renders it). Which projects the caller may change is the functions'
+//! decision (`agent_server_shared::auth`).
+
+use std::collections::HashMap;
+
+use agent_server_shared::Response;
+use agent_server_shared::auth::ALL_PROJECTS;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use lambda_http::Body;
+use lambda_http::aws_lambda_events::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
+};
+use lambda_http::http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::{Map, Value};
+
+/// The principal `--no-auth` requests carry.
+pub const NO_AUTH_SUBJECT: &str = "local-no-auth";
+
+/// How the local API authenticates requests.
+#[derive(Debug)]
+pub enum Authorizer {
+    /// `--no-auth`: no token is asked for, and every request carries an
+    /// identity granting every project (and the API-key route).
+    Open,
+    /// Bearer tokens, checked as API Gateway's JWT authorizer checks them.
+    Jwt(Box<JwtAuthorizer>),
+}
+
+/// Why a JWT authorizer could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The JWKS file could not be read or parsed.
+    #[error("cannot use the JWKS file: {0}")]
+    Jwks(String),
+    /// The secret is empty.
+    #[error("the JWT secret must not be empty")]
+    EmptySecret,
+}
+
+/// A JWT authorizer: the keys, and the issuer and audiences to require.
+pub struct JwtAuthorizer {
+    keys: Keys,
+    issuer: Option<String>,
+    audiences: Vec<String>,
+}
+
+impl std::fmt::Debug for JwtAuthorizer {
+    // Never the keys: a shared secret is one.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtAuthorizer")
+            .field("issuer", &self.issuer)
+            .field("audiences", &self.audiences)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Keys {
+    /// HS256 with a shared secret.
+    Secret(DecodingKey),
+    /// RS256 or ES256 with the public keys of a JWKS.
+    Set(JwkSet),
+}
+
+impl JwtAuthorizer {
+    /// Verifies HS256 tokens signed with `secret`.
+    pub fn with_secret(secret: &[u8]) -> Result<Self, ConfigError> {
+        if secret.is_empty() {
+            return Err(ConfigError::EmptySecret);
+        }
+        Ok(Self {
+            keys: Keys::Secret(DecodingKey::from_secret(secret)),
+            issuer: None,
+            audiences: Vec::new(),
+        })
+    }
+
+    /// Verifies RS256 and ES256 tokens with the keys of a JWKS document.
+    pub fn with_jwks(jwks: &str) -> Result<Self, ConfigError> {
+        let set: JwkSet = serde_json::from_str(jwks).map_err(|e| ConfigError::Jwks(e.to_string()))?;
+        if set.keys.is_empty() {
+            return Err(ConfigError::Jwks("it holds no key".into()));
+        }
+        Ok(Self {
+            keys: Keys::Set(set),
+            issuer: None,
+            audiences: Vec::new(),
+        })
+    }
+
+    /// Requires `iss` to be `issuer`.
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
+        self
+    }
+
+    /// Requires `aud` (or, without one, `client_id`) to name one of these.
+    pub fn audiences(mut self, audiences: Vec<String>) -> Self {
+        self.audiences = audiences;
+        self
+    }
+
+    /// The token's claims, if it is valid; `None` for any fault, as API
+    /// Gateway says no more than 401 either.
+    pub fn verify(&self, token: &str) -> Option<Map<String, Value>> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let key = match (&self.keys, header.alg) {
+            (Keys::Secret(key), Algorithm::HS256) => key.clone(),
+            (Keys::Set(set), Algorithm::RS256 | Algorithm::ES256) => {
+                let jwk = match &header.kid {
+                    Some(kid) => set.find(kid)?,
+                    None if set.keys.len() == 1 => set.keys.first()?,
+                    None => return None,
+                };
+                DecodingKey::from_jwk(jwk).ok()?
+            }
+            _ => return None,
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = 0;
+        validation.validate_nbf = true;
+        validation.validate_aud = false; // checked below, with client_id too
+        if let Some(issuer) = &self.issuer {
+            // set_issuer alone checks `iss` only where a token has one.
+            validation.set_required_spec_claims(&["exp", "iss"]);
+            validation.set_issuer(&[issuer]);
+        } else {
+            validation.set_required_spec_claims(&["exp"]);
+        }
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+            .ok()?
+            .claims;
+        self.audience_matches(&claims).then_some(claims)
+    }
+
+    fn audience_matches(&self, claims: &Map<String, Value>) -> bool {
+        if self.audiences.is_empty() {
+            return true;
+        }
+        let aud = named(claims.get("aud"));
+        let candidates = if aud.is_empty() {
+            named(claims.get("client_id"))
+        } else {
+            aud
+        };
+        candidates
+            .iter()
+            .any(|candidate| self.audiences.iter().any(|audience| audience == candidate))
+    }
+}
+
+/// The strings a claim names: itself, or the strings of its array.
+fn named(value: Option<&Value>) -> Vec<&str> {
+    match value {
+        Some(Value::String(one)) => vec![one.as_str()],
+        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// API Gateway turned the request away: no valid token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unauthorized;
+
+impl Authorizer {
+    /// The authorizer context for a request with these headers, or
+    /// [`Unauthorized`]. `projects_claim` names the claim `--no-auth`
+    /// identities carry their grant in.
+    pub fn context(
+        &self,
+        headers: &HeaderMap,
+        projects_claim: &str,
+    ) -> Result<ApiGatewayRequestAuthorizer, Unauthorized> {
+        let claims = match self {
+            Self::Open => HashMap::from([
+                ("sub".to_owned(), NO_AUTH_SUBJECT.to_owned()),
+                (projects_claim.to_owned(), ALL_PROJECTS.to_owned()),
+            ]),
+            Self::Jwt(authorizer) => {
+                let token = bearer_token(headers).ok_or(Unauthorized)?;
+                render_claims(authorizer.verify(token).ok_or(Unauthorized)?)
+            }
+        };
+        let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+        jwt.claims = claims;
+        let mut context = ApiGatewayRequestAuthorizer::default();
+        context.jwt = Some(jwt);
+        Ok(context)
+    }
+}
+
+/// The token of the one `Authorization` header, with or without the
+/// `Bearer` scheme (API Gateway accepts both).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.to_str().ok()?.trim();
+    if values.next().is_some() {
+        return None;
+    }
+    let token = match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        Some(_) => return None,
+        // The scheme alone is no token.
+        None if value.eq_ignore_ascii_case("bearer") => return None,
+        None => value,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
+/// Claims as API Gateway passes them to a function: every value a string,
+/// arrays rendered `[a b]`. (Objects become their JSON text; API Gateway's
+/// own rendering of a nested object is not documented.)
+pub fn render_claims(claims: Map<String, Value>) -> HashMap<String, String> {
+    fn render(value: Value) -> String {
+        match value {
+            Value::String(text) => text,
+            Value::Array(items) => {
+                let items: Vec<String> = items.into_iter().map(render).collect();
+                format!("[{}]", items.join(" "))
+            }
+            other => other.to_string(),
+        }
+    }
+    claims
+        .into_iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(name, value)| (name, render(value)))
+        .collect()
+}
+
+/// API Gateway's own answer to a request without a valid token: not the
+/// envelope, since on AWS the functions never see such a request.
+pub fn unauthorized() -> Response {
+    let mut response = Response::new(Body::Text(r#"{"message":"Unauthorized"}"#.into()));
+    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// A development token: HS256 with `secret`, for `sub`, granting
+/// `projects` (a space-separated list, or `*`) in `projects_claim`, valid
+/// for `lifetime_seconds`.
+pub fn development_token(
+    secret: &[u8],
+    sub: &str,
+    projects_claim: &str,
+    projects: &str,
+    lifetime_seconds: u64,
+) -> Result<String, jsonwebtoken::errors::Error> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or_default();
+    let mut claims = Map::new();
+    claims.insert("sub".into(), sub.into());
+    claims.insert("iat".into(), now.into());
+    claims.insert("exp".into(), (now + lifetime_seconds).into());
+    claims.insert(projects_claim.into(), projects.into());
+    jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(secret),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for value in authorization {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                map.append(header::AUTHORIZATION, value);
+            }
+        }
+        map
+    }
+
+    #[test]
+    fn tokens_with_or_without_the_bearer_scheme() {
+        assert_eq!(bearer_token(&headers(&["Bearer abc"])), Some("abc"));
+        assert_eq!(bearer_token(&headers(&["bearer  abc "])), Some("abc"));
+        assert_eq!(bearer_token(&headers(&["abc"])), Some("abc"));
+        assert_eq!(bearer_token(&headers(&["Basic abc"])), None);
+        assert_eq!(bearer_token(&headers(&["Bearer "])), None);
+        assert_eq!(bearer_token(&headers(&[])), None);
+        assert_eq!(bearer_token(&headers(&["Bearer a", "Bearer b"])), None);
+    }
+
+    #[test]
+    fn claims_render_as_api_gateway_passes_them() {
+        let claims = serde_json::json!({
+            "sub": "user-1",
+            "projects": ["a", "b"],
+            "n": 5,
+            "ok": true,
+            "gone": null,
+            "nested": [["x"], 1]
+        });
+        let Value::Object(claims) = claims else {
+            panic!("an object")
+        };
+        let rendered = render_claims(claims);
+        assert_eq!(rendered["sub"], "user-1");
+        assert_eq!(rendered["projects"], "[a b]");
+        assert_eq!(rendered["n"], "5");
+        assert_eq!(rendered["ok"], "true");
+        assert_eq!(rendered["nested"], "[[x] 1]");
+        assert!(!rendered.contains_key("gone"));
+    }
+
+    #[test]
+    fn a_development_token_verifies_and_a_tampered_one_does_not() {
+        let secret = b"local development secret";
+        let authorizer = JwtAuthorizer::with_secret(secret).unwrap_or_else(|e| panic!("{e}"));
+        let token = development_token(secret, "dev", "projects", "*", 60).unwrap_or_else(|e| panic!("{e}"));
+        let claims = authorizer
+            .verify(&token)
+            .unwrap_or_else(|| panic!("valid token refused"));
+        assert_eq!(claims["projects"], "*");
+        let other = JwtAuthorizer::with_secret(b"another secret").unwrap_or_else(|e| panic!("{e}"));
+        assert!(other.verify(&token).is_none());
+        assert!(authorizer.verify(&format!("{token}x")).is_none());
+        assert!(JwtAuthorizer::with_secret(b"").is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! Authorization: which records the caller's identity lets it change.
+//!
+//! API Gateway authenticates (a JWT authorizer, or IAM with SigV4) and hands
+//! the verified identity to the function in the payload 2.0 request
+//! context. This module is the only reader of that identity:
+//!
+//! - **JWT**: the claim named by `PROJECTS_CLAIM` (default
+//!   [`DEFAULT_PROJECTS_CLAIM`]) lists the project ids the caller may change;
+//!   `*` grants every project and the API-key route, whose records belong to
+//!   no project.
+//! - **IAM**: IAM policies decide per route (an execute-api ARN names the
+//!   method and path, never the query), so an IAM caller API Gateway let
+//!   through may change any project on that route.
+//! - **Anything else** (no authorizer context: a direct invoke, a route
+//!   deployed without authorization; a Lambda authorizer): nothing is
+//!   granted. Authorization fails closed.
+
+use lambda_http::RequestExt;
+use lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer;
+use lambda_http::request::RequestContext;
+
+use crate::Request;
+use crate::error::ApiError;
+use crate::ids::parse_uuid;
+
+/// The JWT claim that lists the caller's projects when `PROJECTS_CLAIM` is unset.
+pub const DEFAULT_PROJECTS_CLAIM: &str = "projects";
+/// The claim entry that grants every project and the API-key route.
+pub const ALL_PROJECTS: &str = "*";
+/// The most characters of a principal the access log keeps: it is an
+/// identifier, and a token's `sub` is the caller's to choose.
+pub const MAX_PRINCIPAL_CHARS: usize = 256;
+
+/// What a request asks to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A record of this project (its id already normalised).
+    Project(&'a str),
+    /// A record that belongs to no project (an API key): only a grant of
+    /// every project covers it.
+    Unscoped,
+}
+
+/// The projects an identity may change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grants {
+    /// Every project, and records of no project.
+    All,
+    /// These projects (normalised ids), nothing else.
+    Projects(Vec<String>),
+}
+
+impl Grants {
+    /// Nothing at all.
+    pub const NONE: Self = Self::Projects(Vec::new());
+
+    /// Reads a projects claim in any form it reaches the function: API
+    /// Gateway's rendering of a JSON array (`[a b]`), a JSON array string
+    /// (`["a","b"]`), or ids separated by spaces or commas. Ids compare after
+    /// the normalisation `project_id` gets; `*` grants everything.
+    ///
+    /// A claim with any entry that is neither `*` nor a UUID is malformed
+    /// and grants nothing: a token that cannot be read is not trusted in part.
+    pub fn from_claim(claim: &str) -> Self {
+        let Some(entries) = claim_entries(claim.trim()) else {
+            return Self::NONE;
+        };
+        let mut projects = Vec::new();
+        let mut all = false;
+        for entry in entries {
+            if entry == ALL_PROJECTS {
+                all = true;
+            } else if let Some(project) = parse_uuid(&entry) {
+                if !projects.contains(&project) {
+                    projects.push(project);
+                }
+            } else {
+                return Self::NONE;
+            }
+        }
+        if all { Self::All } else { Self::Projects(projects) }
+    }
+
+    /// Whether these grants cover `target`.
+    pub fn permit(&self, target: Target<'_>) -> bool {
+        match (self, target) {
+            (Self::All, _) => true,
+            (Self::Projects(projects), Target::Project(project)) => projects.iter().any(|p| p == project),
+            (Self::Projects(_), Target::Unscoped) => false,
+        }
+    }
+}
+
+/// The entries of a projects claim, or `None` if it is malformed.
+fn claim_entries(claim: &str) -> Option<Vec<String>> {
+    let separated = |text: &str| -> Vec<String> {
+        text.split([' ', '\t', ','])
+            .filter(|entry| !entry.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let Some(inner) = claim.strip_prefix('[') else {
+        return Some(separated(claim));
+    };
+    // A JSON array of strings first; otherwise API Gateway's `[a b]`.
+    if let Ok(list) = serde_json::from_str::<Vec<String>>(claim) {
+        return Some(list.iter().map(|entry| entry.trim().to_owned()).collect());
+    }
+    inner.strip_suffix(']').map(separated)
+}
+
+/// The caller API Gateway verified, as far as this service cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller<'a> {
+    /// Who it is, for the access log: the JWT's `sub` or the IAM caller's
+    /// ARN, cut to [`MAX_PRINCIPAL_CHARS`]. Never a token.
+    pub principal: Option<&'a str>,
+    /// What it may change.
+    pub grants: Grants,
+}
+
+impl<'a> Caller<'a> {
+    /// The caller of `request`, its projects read from the JWT claim named
+    /// `projects_claim`.
+    pub fn of(request: &'a Request, projects_claim: &str) -> Self {
+        let Some(authorizer) = authorizer(request) else {
+            return Self {
+                principal: None,
+                grants: Grants::NONE,
+            };
+        };
+        if let Some(jwt) = &authorizer.jwt {
+            let grants = match jwt.claims.get(projects_claim) {
+                Some(claim) => {
+                    let grants = Grants::from_claim(claim);
+                    if grants == Grants::NONE && !claim.trim().is_empty() {
+                        // Not the claim's value: an operator needs to know the
+                        // form is wrong, not what the token said.
+                        tracing::warn!(
+                            claim = projects_claim,
+                            "the projects claim lists nothing this service can read"
+                        );
+                    }
+                    grants
+                }
+                None => Grants::NONE,
+            };
+            return Self {
+                principal: jwt.claims.get("sub").map(|sub| cut(sub)),
+                grants,
+            };
+        }
+        if let Some(iam) = &authorizer.iam {
+            return Self {
+                principal: iam.user_arn.as_deref().map(cut),
+                grants: Grants::All,
+            };
+        }
+        Self {
+            principal: None,
+            grants: Grants::NONE,
+        }
+    }
+
+    /// `Ok` if the caller may change `target`, else [`ApiError::Forbidden`].
+    pub fn authorize(&self, target: Target<'_>) -> Result<(), ApiError> {
+        if self.grants.permit(target) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden)
+        }
+    }
+}
+
+/// The caller's principal alone (for a log line written where the grants
+/// do not matter).
+pub fn principal(request: &Request) -> Option<&str> {
+    let authorizer = authorizer(request)?;
+    match (&authorizer.jwt, &authorizer.iam) {
+        (Some(jwt), _) => jwt.claims.get("sub").map(|sub| cut(sub)),
+        (None, Some(iam)) => iam.user_arn.as_deref().map(cut),
+        (None, None) => None,
+    }
+}
+
+fn authorizer(request: &Request) -> Option<&ApiGatewayRequestAuthorizer> {
+    match request.request_context_ref()? {
+        RequestContext::ApiGatewayV2(context) => context.authorizer.as_ref(),
+        #[allow(unreachable_patterns)] // other event types, if a feature brings them in
+        _ => None,
+    }
+}
+
+fn cut(principal: &str) -> &str {
+    match principal.char_indices().nth(MAX_PRINCIPAL_CHARS) {
+        Some((end, _)) => &principal[..end],
+        None => principal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    const B: &str = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
+
+    fn projects(ids: &[&str]) -> Grants {
+        Grants::Projects(ids.iter().map(|id| id.to_string()).collect())
+    }
+
+    #[test]
+    fn every_form_a_claim_reaches_the_function_in() {
+        let upper = A.to_uppercase();
+        for claim in [
+            format!("[{A} {B}]"),
+            format!("[\"{A}\",\"{B}\"]"),
+            format!("[ \"{A}\" , \"{B}\" ]"),
+            format!("{A} {B}"),
+            format!("{A},{B}"),
+            format!("{A}, {B}"),
+            format!(" {upper}\t{B} "),
+            format!("[{upper} {B} {A}]"),
+        ] {
+            assert_eq!(Grants::from_claim(&claim), projects(&[A, B]), "{claim}");
+        }
+        assert_eq!(Grants::from_claim(A), projects(&[A]));
+    }
+
+    #[test]
+    fn a_star_grants_everything_in_every_form() {
+        for claim in ["*", "[*]", "[\"*\"]", &format!("{A} *"), &format!("[* {B}]")] {
+            assert_eq!(Grants::from_claim(claim), Grants::All, "{claim}");
+        }
+    }
+
+    #[test]
+    fn malformed_and_empty_claims_grant_nothing() {
+        for claim in [
+            "",
+            "  ",
+            "[]",
+            "[ ]",
+            "[\"\"]",
+            "not-a-uuid",
+            &format!("{A} not-a-uuid"),
+            "* garbage",
+            &format!("[{A}"),
+            &format!("{{\"{A}\": true}}"),
+            &format!("[\"{A}\", 5]"),
+            "**",
+            "{3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01}",
+        ] {
+            let grants = Grants::from_claim(claim);
+            assert!(!grants.permit(Target::Project(A)), "{claim}");
+            assert!(!grants.permit(Target::Unscoped), "{claim}");
+        }
+    }
+
+    #[test]
+    fn grants_cover_their_projects_only_and_api_keys_need_all() {
+        let grants = projects(&[A]);
+        assert!(grants.permit(Target::Project(A)));
+        assert!(!grants.permit(Target::Project(B)));
+        assert!(!grants.permit(Target::Unscoped));
+        assert!(Grants::All.permit(Target::Project(B)));
+        assert!(Grants::All.permit(Target::Unscoped));
+        assert!(!Grants::NONE.permit(Target::Project(A)));
+    }
+
+    #[test]
+    fn long_principals_are_cut() {
+        let long = "é".repeat(MAX_PRINCIPAL_CHARS * 4);
+        assert_eq!(cut(&long).chars().count(), MAX_PRINCIPAL_CHARS);
+        assert_eq!(cut("user"), "user");
+    }
+}

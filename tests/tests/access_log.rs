@@ -1,0 +1,49 @@
+//! The access log's caller: its principal, never its token. Alone in its
+//! test binary, since a test capturing logs shares tracing's per-callsite
+//! interest cache with every other test running in the same process.
+
+use agent_server_shared::rules::Policy;
+use integration_tests::events::{Event, IAM_USER_ARN};
+use integration_tests::{Route, body_json, capture_logs, memory_app};
+use serde_json::Value;
+
+const PROJECT: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const OTHER: &str = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
+const ID: &str = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
+
+async fn status(route: Route, event: Event) -> u16 {
+    let app = memory_app(Policy::default());
+    app.store.put(route.table(), route.item(PROJECT, ID));
+    let response = route.call(&app, event.request()).await;
+    let _ = body_json(&response);
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn the_access_log_names_the_principal_and_never_the_token() {
+    const TOKEN: &str = "eyJhbGciOiJIUzI1NiJ9.SENTINEL-TOKEN-PAYLOAD.c2lnbmF0dXJl";
+    let (logs, _guard) = capture_logs();
+    let route = Route::Models;
+    let put = |project| Event::put(route, ID, Some(project)).json(&route.full_body());
+    let event = put(OTHER)
+        .jwt(&[("sub", "agent-of-project-a"), ("projects", PROJECT)])
+        .header("authorization", &format!("Bearer {TOKEN}"));
+    assert_eq!(status(route, event).await, 403);
+    let iam = put(PROJECT).header("authorization", &format!("AWS4-HMAC-SHA256 {TOKEN}"));
+    assert_eq!(status(route, iam).await, 200);
+
+    let text = logs.text();
+    let access: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "access")
+        .collect();
+    assert_eq!(access.len(), 2, "one access line per request: {text}");
+    assert_eq!(access[0]["principal"], "agent-of-project-a");
+    assert_eq!(access[0]["status"], 403);
+    assert_eq!(access[1]["principal"], IAM_USER_ARN);
+    assert!(
+        !text.contains("SENTINEL-TOKEN"),
+        "a token reached the log: {text}"
+    );
+}

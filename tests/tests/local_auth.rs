@@ -1,0 +1,248 @@
+//! local-api's emulation of API Gateway's JWT authorizer, over real HTTP
+//! with really signed tokens, backed by DynamoDB Local: what gets a 401
+//! (API Gateway's own body), what a token's projects claim lets it change
+//! (403 otherwise, with nothing written), HS256 secrets and ES256 JWKS.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::Key;
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+use integration_tests::{
+    Reply, Route, client, dynamo_app, dynamo_local, get_item, http, put_item, serve_local_api_with,
+};
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use local_api::LocalApi;
+use local_api::gateway::{Authorizer, JwtAuthorizer};
+use serde_json::{Value, json};
+
+const SECRET: &[u8] = b"a secret for this test only";
+const ISSUER: &str = "https://issuer.example.com/";
+const AUDIENCE: &str = "agent-server";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or_default()
+}
+
+/// Claims valid for an hour from `ISSUER` for `AUDIENCE`, granting `projects`.
+fn claims(projects: &str) -> Value {
+    json!({"sub": "agent-1", "iss": ISSUER, "aud": AUDIENCE, "exp": now() + 3600, "projects": projects})
+}
+
+fn hs256(claims: &Value, secret: &[u8]) -> String {
+    jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn serve(authorizer: JwtAuthorizer) -> String {
+    let local = LocalApi {
+        app: dynamo_app(Policy::default()).await,
+        authorizer: Authorizer::Jwt(Box::new(
+            authorizer.issuer(ISSUER).audiences(vec![AUDIENCE.into()]),
+        )),
+    };
+    serve_local_api_with(local, std::future::pending::<()>()).await.0
+}
+
+/// Two models with the same id, one in each of two fresh projects.
+async fn seed() -> (String, String, String) {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let (own, other, id) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (own, other, id) = (own.to_string(), other.to_string(), id.to_string());
+    for project in [&own, &other] {
+        put_item(&dynamo, Route::Models.table(), Route::Models.item(project, &id)).await;
+    }
+    (own, other, id)
+}
+
+async fn put(base: &str, project: &str, id: &str, token: Option<&str>) -> Reply {
+    let url = format!("{base}/api/agent-server/models/{id}?project_id={project}");
+    let bearer = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    http("PUT", &url, &headers, json!({"name": "Renamed"}).to_string()).await
+}
+
+async fn stored_name(project: &str, id: &str) -> Option<String> {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let key = Key {
+        project_id: Some(project.into()),
+        id: id.into(),
+    };
+    let item = get_item(&dynamo, Route::Models.table(), &key).await?;
+    item.get("name").and_then(|name| name.as_s().ok()).cloned()
+}
+
+fn assert_unauthorized(reply: &Reply, case: &str) {
+    assert_eq!(reply.status, 401, "{case}: {}", reply.body);
+    assert_eq!(reply.body, json!({"message": "Unauthorized"}), "{case}");
+}
+
+#[tokio::test]
+async fn a_token_changes_its_projects_and_nothing_else() {
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let (own, other, id) = seed().await;
+    let before = stored_name(&other, &id).await;
+
+    let token = hs256(&claims(&own), SECRET);
+    let reply = put(&base, &own, &id, Some(&token)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(stored_name(&own, &id).await.as_deref(), Some("Renamed"));
+
+    let reply = put(&base, &other, &id, Some(&token)).await;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert_eq!(reply.body["errorDetails"]["code"], "forbidden");
+    assert_eq!(
+        reply.body["data"],
+        Value::Null,
+        "another project's record must not be returned"
+    );
+    assert_eq!(stored_name(&other, &id).await, before, "a 403 wrote");
+
+    // API Gateway renders a JSON array claim as `[a b]`; a real array works.
+    let listed = json!({"sub": "agent-2", "iss": ISSUER, "aud": [AUDIENCE, "other"], "exp": now() + 60, "projects": [own, uuid::Uuid::new_v4().to_string()]});
+    assert_eq!(
+        put(&base, &own, &id, Some(&hs256(&listed, SECRET))).await.status,
+        200
+    );
+    assert_eq!(
+        put(&base, &other, &id, Some(&hs256(&listed, SECRET)))
+            .await
+            .status,
+        403
+    );
+
+    let star = hs256(&claims("*"), SECRET);
+    assert_eq!(put(&base, &other, &id, Some(&star)).await.status, 200);
+    assert_eq!(stored_name(&other, &id).await.as_deref(), Some("Renamed"));
+}
+
+#[tokio::test]
+async fn bad_or_missing_tokens_get_api_gateways_401_and_write_nothing() {
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let (own, _, id) = seed().await;
+    let before = stored_name(&own, &id).await;
+    let with = |change: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        let mut claims = claims("*");
+        if let Some(map) = claims.as_object_mut() {
+            change(map);
+        }
+        hs256(&claims, SECRET)
+    };
+    let valid = hs256(&claims("*"), SECRET);
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("no token", None),
+        (
+            "expired",
+            Some(with(&|c| {
+                c.insert("exp".into(), json!(now() - 5));
+            })),
+        ),
+        (
+            "no exp",
+            Some(with(&|c| {
+                c.remove("exp");
+            })),
+        ),
+        (
+            "not yet valid",
+            Some(with(&|c| {
+                c.insert("nbf".into(), json!(now() + 600));
+            })),
+        ),
+        (
+            "wrong issuer",
+            Some(with(&|c| {
+                c.insert("iss".into(), json!("https://evil.example.com/"));
+            })),
+        ),
+        (
+            "no issuer",
+            Some(with(&|c| {
+                c.remove("iss");
+            })),
+        ),
+        (
+            "wrong audience",
+            Some(with(&|c| {
+                c.insert("aud".into(), json!("someone-else"));
+            })),
+        ),
+        ("wrong signature", Some(hs256(&claims("*"), b"another secret"))),
+        (
+            "tampered payload",
+            Some({
+                let parts: Vec<&str> = valid.split('.').collect();
+                let forged = hs256(
+                    &json!({"sub": "x", "iss": ISSUER, "aud": AUDIENCE, "exp": now() + 60, "projects": "*", "admin": true}),
+                    SECRET,
+                );
+                format!(
+                    "{}.{}.{}",
+                    parts[0],
+                    forged.split('.').nth(1).unwrap_or_default(),
+                    parts[2]
+                )
+            }),
+        ),
+        (
+            "alg none",
+            Some({
+                use base64::Engine;
+                let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+                let header = engine.encode(r#"{"alg":"none","typ":"JWT"}"#);
+                let payload = engine.encode(claims("*").to_string());
+                format!("{header}.{payload}.")
+            }),
+        ),
+        ("garbage", Some("not.a.token".into())),
+    ];
+    for (case, token) in &cases {
+        assert_unauthorized(&put(&base, &own, &id, token.as_deref()).await, case);
+    }
+    assert_eq!(stored_name(&own, &id).await, before, "a 401 wrote");
+
+    // `client_id` stands in for a missing `aud`, as in API Gateway.
+    let client_id = with(&|c| {
+        c.remove("aud");
+        c.insert("client_id".into(), json!(AUDIENCE));
+    });
+    assert_eq!(put(&base, &own, &id, Some(&client_id)).await.status, 200);
+}
+
+#[tokio::test]
+async fn es256_tokens_verify_against_a_jwks() {
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap_or_else(|e| panic!("{e}"));
+    let pkcs8 = pair.to_pkcs8v1().unwrap_or_else(|e| panic!("{e}"));
+    let key = EncodingKey::from_ec_der(pkcs8.as_ref());
+    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap_or_else(|e| panic!("{e}"));
+    jwk.common.key_id = Some("key-1".into());
+    let jwks = serde_json::to_string(&JwkSet { keys: vec![jwk] }).unwrap_or_else(|e| panic!("{e}"));
+    let base = serve(JwtAuthorizer::with_jwks(&jwks).unwrap_or_else(|e| panic!("{e}"))).await;
+    let (own, other, id) = seed().await;
+
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some("key-1".into());
+    let token = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(put(&base, &own, &id, Some(&token)).await.status, 200);
+    assert_eq!(put(&base, &other, &id, Some(&token)).await.status, 403);
+
+    header.kid = Some("unknown-key".into());
+    let unknown = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap_or_else(|e| panic!("{e}"));
+    assert_unauthorized(&put(&base, &own, &id, Some(&unknown)).await, "unknown kid");
+    // An HS256 token signed with the public key's text must not pass (alg confusion).
+    assert_unauthorized(
+        &put(&base, &own, &id, Some(&hs256(&claims(&own), jwks.as_bytes()))).await,
+        "HS256 against a JWKS",
+    );
+}

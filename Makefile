@@ -15,7 +15,10 @@ FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+FN ?=
+EVENT ?=
+
+.PHONY: invoke events-rie-test help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -24,7 +27,12 @@ run: dynamodb-local ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local
 	cargo build --locked -p local-api
 	scripts/run-local.sh
 
-test: check validate unit api-test clients package ## Every check and test (what CI runs)
+invoke: $(TOOLS) dynamodb-local ## Run a function under AWS's Runtime Interface Emulator: make invoke FN=update-model EVENT=events/update-model/200-switch-provider.json
+	@[ -n "$(FN)" ] && [ -n "$(EVENT)" ] || { echo "usage: make invoke FN=<function> EVENT=events/<function>/<file>.json" >&2; exit 2; }
+	cargo build --locked -p $(FN) -p local-api
+	FN='$(FN)' EVENT='$(EVENT)' scripts/invoke.sh
+
+test: check validate unit events-rie-test api-test clients package ## Every check and test (what CI runs)
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -34,6 +42,10 @@ unit: dynamodb-local ## All Rust tests; those that need DynamoDB Local start the
 	mkdir -p target
 	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
+
+events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its function's real binary under AWS's Runtime Interface Emulator
+	cargo build --locked $(addprefix -p ,$(FUNCTIONS)) -p local-api
+	scripts/events-rie-test.sh
 
 validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation
 	$(VENV)/bin/cfn-lint template.yaml

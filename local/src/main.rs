@@ -20,6 +20,7 @@ const USAGE: &str = "usage: local-api [--addr HOST:PORT] [--setup] AUTH
 Serves PUT /api/agent-server/{api-keys,mcp-servers,models}/{id} over HTTP.
   --addr HOST:PORT      where to listen (default 127.0.0.1:3000)
   --setup               create the tables and load the sample records first
+  --setup-only          create the tables, load the sample records, and exit
 AUTH, as API Gateway's JWT authorizer (exactly one of):
   --jwt-secret SECRET   HS256 tokens signed with SECRET
   --jwks FILE           RS256/ES256 tokens signed by a key of this JWKS file
@@ -46,6 +47,7 @@ enum Auth {
 struct Options {
     addr: SocketAddr,
     setup: bool,
+    setup_only: bool,
     auth: Option<Auth>,
     issuer: Option<String>,
     audiences: Vec<String>,
@@ -55,6 +57,7 @@ fn options() -> Result<Options, String> {
     let mut options = Options {
         addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
         setup: false,
+        setup_only: false,
         auth: None,
         issuer: None,
         audiences: Vec::new(),
@@ -76,6 +79,7 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--addr: not HOST:PORT: {value}"))?;
             }
             "--setup" => options.setup = true,
+            "--setup-only" => options.setup_only = true,
             "--jwt-secret" => {
                 let secret = args.next().ok_or("--jwt-secret needs a secret")?;
                 set_auth(&mut options.auth, Auth::Secret(secret))?;
@@ -94,6 +98,7 @@ fn options() -> Result<Options, String> {
         }
     }
     match options.auth {
+        _ if options.setup_only => Ok(options),
         None => Err("choose how requests are authenticated: --jwt-secret, --jwks or --no-auth".into()),
         Some(Auth::None) if options.issuer.is_some() || !options.audiences.is_empty() => {
             Err("--jwt-issuer and --jwt-audience need --jwt-secret or --jwks".into())
@@ -165,10 +170,13 @@ async fn main() -> ExitCode {
 async fn run(options: Options) -> Result<(), String> {
     let app = App::from_env().await.map_err(|e| e.to_string())?;
     let authorizer = authorizer(&options)?;
-    if options.setup {
+    if options.setup || options.setup_only {
         setup::prepare(app.store.client(), &app.settings.tables, Duration::from_secs(30))
             .await
             .map_err(|e| format!("could not prepare DynamoDB (is DynamoDB Local running?): {e}"))?;
+        if options.setup_only {
+            return Ok(());
+        }
     }
     let listener = TcpListener::bind(options.addr).await.map_err(|e| {
         format!(

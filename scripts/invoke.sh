@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# make invoke FN=update-model EVENT=events/update-model/200-switch-provider.json
+#
+# Runs one function's real Lambda binary under AWS's Lambda Runtime
+# Interface Emulator (the program `sam local` runs inside its container,
+# shipped in the aws-sam-cli wheel of .venv/), posts EVENT to it, and prints
+# the response and the function's log lines. No Docker.
+#
+# DynamoDB: the DynamoDB Local of `make run` when one listens on
+# $DYNAMODB_PORT (default 8000); otherwise one started here on a free port
+# with the tables and sample records, stopped afterwards.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+fn="${FN:-}"
+event="${EVENT:-}"
+case "$fn" in
+  update-api-key | update-mcp-server | update-model) ;;
+  *) echo "usage: make invoke FN=update-api-key|update-mcp-server|update-model EVENT=events/<fn>/<file>.json" >&2; exit 2 ;;
+esac
+[[ -f "$event" ]] || { echo "invoke: no event file '$event' (see events/$fn/)" >&2; exit 2; }
+case "$fn" in
+  update-api-key) table_var=API_KEYS_TABLE table=agent-server-api-keys ;;
+  update-mcp-server) table_var=MCP_SERVERS_TABLE table=agent-server-mcp-servers ;;
+  update-model) table_var=MODELS_TABLE table=agent-server-models ;;
+esac
+
+arch="$(uname -m)"; [[ "$arch" == aarch64 ]] && arch=arm64
+rie="$(ls "$root"/.venv/lib/python3*/site-packages/samcli/local/rapid/aws-lambda-rie-"$arch" 2>/dev/null | head -n 1)"
+[[ -x "$rie" ]] || { echo "invoke: the Runtime Interface Emulator is missing from .venv (make tools)" >&2; exit 1; }
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_open() { for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done; return 1; }
+
+log_dir="$root/target/invoke"
+mkdir -p "$log_dir"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
+dynamodb_port="${DYNAMODB_PORT:-8000}"
+if is_open "$dynamodb_port"; then
+  echo "invoke: using the DynamoDB Local on 127.0.0.1:$dynamodb_port (make run)" >&2
+else
+  dynamodb_port="$(free_port)"
+  echo "invoke: starting DynamoDB Local on 127.0.0.1:$dynamodb_port with the sample records" >&2
+  "$root/tools/dynamodb-local/run" "$dynamodb_port" >"$log_dir/dynamodb-local.log" 2>&1 &
+  pids+=($!)
+  wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; exit 1; }
+  AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" "$root/target/debug/local-api" --setup-only
+fi
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port"
+
+rie_port="$(free_port)"
+# As the template configures the function: its own table's variable only.
+env "$table_var=$table" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
+  "$rie" --runtime-interface-emulator-address "127.0.0.1:$rie_port" "$root/target/debug/$fn" \
+  >"$log_dir/$fn.log" 2>&1 &
+pids+=($!)
+wait_open "$rie_port" || { echo "invoke: the emulator did not start:" >&2; cat "$log_dir/$fn.log" >&2; exit 1; }
+
+response="$(curl -sS --max-time 30 -X POST "http://127.0.0.1:$rie_port/2015-03-31/functions/function/invocations" \
+  -H 'Content-Type: application/json' --data-binary "@$event")"
+sleep 0.2
+echo "--- the function's log lines"
+grep '^{' "$log_dir/$fn.log" || true
+echo "--- response"
+printf '%s\n' "$response"

@@ -37,6 +37,12 @@ def resolve(doc, node):
     return node
 
 
+def envelope(doc, response):
+    """Whether a response's JSON body is the envelope (API Gateway's own 401 is not)."""
+    schema = resolve(doc, resolve(doc, response).get("content", {}).get("application/json", {}).get("schema", {}))
+    return "status" in schema.get("properties", {})
+
+
 def operations(doc):
     """(path, method, operationId, {status: has JSON body}) for every operation."""
     found = []
@@ -103,12 +109,17 @@ def write_statuses(doc, out):
     for path, method, operation_id, responses in operations(doc):
         op = f'"{operation_id}"'
         lines.append(f'export type {operation_id}Path = Expect<Equal<paths["{path}"]["{method}"], operations[{op}]>>;')
+        documented = doc["paths"][path][method]["responses"]
         for status, has_body in responses.items():
             name = f"{operation_id}{status}"
             if not has_body:
                 lines.append(f"export type {name} = operations[{op}][\"responses\"][{status}];")
                 continue
             body = f"Json<{op}, {status}>"
+            if not envelope(doc, documented[int(status)] if int(status) in documented else documented[status]):
+                # API Gateway's body: a message, typed.
+                lines.append(f'export type {name}Message = Expect<IsString<{body}["message"]>>;')
+                continue
             error = "false" if status.startswith("2") else "true"
             lines.append(f'export type {name}Status = Expect<Equal<{body}["status"], {status}>>;')
             lines.append(f'export type {name}Error = Expect<Equal<{body}["error"], {error}>>;')

@@ -7,13 +7,22 @@ import type { operations } from "../../target/clients/typescript/api";
 type Op = keyof operations;
 type Body<O extends Op> = operations[O]["requestBody"] extends { content: { "application/json": infer B } } ? B : never;
 type Params<O extends Op> = operations[O]["parameters"];
-type Reply<O extends Op> = {
+type Answer<O extends Op> = {
   [S in keyof operations[O]["responses"]]: operations[O]["responses"][S] extends {
     content: { "application/json": infer B };
   }
     ? B
     : never;
 }[keyof operations[O]["responses"]];
+// API Gateway's own 401 body is not the envelope: `{message: "Unauthorized"}`.
+type Unauthorized = { message: "Unauthorized" };
+type Reply<O extends Op> = Exclude<Answer<O>, Unauthorized>;
+
+// Every answer is either API Gateway's 401 or the envelope.
+export function describe(answer: Answer<"updateModel">): string {
+  if (!("error" in answer)) return `401 ${answer.message}`;
+  return answer.error ? `${answer.status} ${answer.errorDetails.code}` : `${answer.status} ${answer.message}`;
+}
 
 const projectId = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
 

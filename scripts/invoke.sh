@@ -18,19 +18,9 @@ case "$fn" in
   *) echo "usage: make invoke FN=update-api-key|update-mcp-server|update-model EVENT=events/<fn>/<file>.json" >&2; exit 2 ;;
 esac
 [[ -f "$event" ]] || { echo "invoke: no event file '$event' (see events/$fn/)" >&2; exit 2; }
-case "$fn" in
-  update-api-key) table_var=API_KEYS_TABLE table=agent-server-api-keys ;;
-  update-mcp-server) table_var=MCP_SERVERS_TABLE table=agent-server-mcp-servers ;;
-  update-model) table_var=MODELS_TABLE table=agent-server-models ;;
-esac
-
-arch="$(uname -m)"; [[ "$arch" == aarch64 ]] && arch=arm64
-rie="$(ls "$root"/.venv/lib/python3*/site-packages/samcli/local/rapid/aws-lambda-rie-"$arch" 2>/dev/null | head -n 1)"
-[[ -x "$rie" ]] || { echo "invoke: the Runtime Interface Emulator is missing from .venv (make tools)" >&2; exit 1; }
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_open() { for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done; return 1; }
+# shellcheck source=scripts/rie.sh
+source "$root/scripts/rie.sh"
+rie="$(rie_path "$root")"
 
 log_dir="$root/target/invoke"
 mkdir -p "$log_dir"
@@ -55,15 +45,10 @@ fi
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port"
 
 rie_port="$(free_port)"
-# As the template configures the function: its own table's variable only.
-env "$table_var=$table" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
-  "$rie" --runtime-interface-emulator-address "127.0.0.1:$rie_port" "$root/target/debug/$fn" \
-  >"$log_dir/$fn.log" 2>&1 &
-pids+=($!)
+pids+=("$(rie_start "$rie" "$fn" "$rie_port" "$log_dir/$fn.log")")
 wait_open "$rie_port" || { echo "invoke: the emulator did not start:" >&2; cat "$log_dir/$fn.log" >&2; exit 1; }
 
-response="$(curl -sS --max-time 30 -X POST "http://127.0.0.1:$rie_port/2015-03-31/functions/function/invocations" \
-  -H 'Content-Type: application/json' --data-binary "@$event")"
+response="$(rie_invoke "$rie_port" "$event")"
 sleep 0.2
 echo "--- the function's log lines"
 grep '^{' "$log_dir/$fn.log" || true

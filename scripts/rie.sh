@@ -1,0 +1,41 @@
+# Sourced by scripts/invoke.sh and scripts/events-rie-test.sh: where AWS's
+# Lambda Runtime Interface Emulator is, how each function is configured
+# under it (as template.yaml configures it on AWS), and loopback ports.
+
+# The emulator for this machine, shipped in .venv's aws-sam-cli wheel; exits
+# (never skips) if it is missing.
+rie_path() {
+  local root="$1" arch
+  arch="$(uname -m)"; [[ "$arch" == aarch64 ]] && arch=arm64
+  local rie
+  rie="$(ls "$root"/.venv/lib/python3*/site-packages/samcli/local/rapid/aws-lambda-rie-"$arch" 2>/dev/null | head -n 1)"
+  [[ -x "$rie" ]] || { echo "the Runtime Interface Emulator is missing from .venv (make tools)" >&2; exit 1; }
+  printf '%s\n' "$rie"
+}
+
+# Starts function $2 (target/debug/$2) under emulator $1 on 127.0.0.1:$3 with
+# its own table's variable only and 128 MB, logging to $4; prints its pid.
+# The emulator's own Runtime API always binds 127.0.0.1:9001: one at a time.
+rie_start() {
+  local rie="$1" fn="$2" port="$3" log="$4" root table_env
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  case "$fn" in
+    update-api-key) table_env=API_KEYS_TABLE=agent-server-api-keys ;;
+    update-mcp-server) table_env=MCP_SERVERS_TABLE=agent-server-mcp-servers ;;
+    update-model) table_env=MODELS_TABLE=agent-server-models ;;
+    *) echo "no such function: $fn" >&2; return 2 ;;
+  esac
+  env "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
+    "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" "$root/target/debug/$fn" >"$log" 2>&1 &
+  echo $!
+}
+
+# Posts event file $2 to the emulator on port $1; prints the proxy result.
+rie_invoke() {
+  curl -sS --max-time 30 -X POST "http://127.0.0.1:$1/2015-03-31/functions/function/invocations" \
+    -H 'Content-Type: application/json' --data-binary "@$2"
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_open() { for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done; return 1; }

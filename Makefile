@@ -18,7 +18,7 @@ export SAM_CLI_TELEMETRY := 0
 FN ?=
 EVENT ?=
 
-.PHONY: invoke events-rie-test help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -32,7 +32,7 @@ invoke: $(TOOLS) dynamodb-local ## Run a function under AWS's Runtime Interface 
 	cargo build --locked -p $(FN) -p local-api
 	FN='$(FN)' EVENT='$(EVENT)' scripts/invoke.sh
 
-test: check validate unit events-rie-test api-test clients package ## Every check and test (what CI runs)
+test: check validate unit events-rie-test api-test events-test clients package ## Every check and test (what CI runs)
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -58,6 +58,13 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
+
+events-test: $(TOOLS) dynamodb-local ## Change events: updates through local-api, the tables' streams, each pipe's filter and input template, the event schema
+	cargo build --locked -p local-api
+	scripts/events-test.sh
+
+events: $(TOOLS) ## Follow a running `make run`'s table streams and print each change event as the pipes would publish it
+	$(VENV)/bin/python tools/events/follow.py
 
 api-test: $(TOOLS) dynamodb-local ## Schemathesis against local-api and DynamoDB Local (every default check)
 	cargo build --locked -p local-api

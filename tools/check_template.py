@@ -12,11 +12,24 @@ log without query strings or bodies; and that alarms watch the API's 5xx,
 every function's errors, throttles and duration (against its timeout) and
 every table's throttles and system errors, notifying the alarm topic.
 
+Change events (PublishChangeEvents): with it on, every table has a
+NEW_IMAGE stream (none with it off) read by its own pipe, which keeps MODIFY
+records only, builds each event's detail from an allow-list of the new
+image's attributes and nothing else, puts it on the stack's bus with a fixed
+source and detail type, never logs execution data, has no enrichment, gives
+up after bounded retries into an encrypted dead-letter queue that an alarm
+watches, and runs as a role of its own that may only read its table's stream
+(and decrypt it through DynamoDB), put events on the bus and send to the
+dead-letter queue. A self-test breaks the template in each of those ways and
+makes sure the check notices.
+
 Run with the tools virtualenv's Python: `make validate` does.
 """
 
+import copy
 import json
 import os
+import re
 import sys
 
 from samcli.yamlhelper import yaml_parse
@@ -341,7 +354,358 @@ def check_operations(template, resources):
     return problems
 
 
-def check(template_text):
+# Change events: per table, its pipe, the pipe's role, the event's detail
+# type and the fields of the event's detail.
+CHANGE_PIPES = {
+    "ApiKeysTable": ("ApiKeysChangePipe", "ApiKeysChangePipeRole", "API key updated",
+                     ("id", "version", "updated_at")),
+    "McpServersTable": ("McpServersChangePipe", "McpServersChangePipeRole", "MCP server updated",
+                        ("id", "project_id", "version", "updated_at")),
+    "ModelsTable": ("ModelsChangePipe", "ModelsChangePipeRole", "Model updated",
+                    ("id", "project_id", "version", "updated_at")),
+}
+# The allow-list: each field of an event's detail, and the one place of the
+# stream record it may come from. Nothing else of the record (api_key,
+# headers, parameters, name, endpoint...) may reach an event.
+EVENT_FIELDS = {
+    "id": "$.dynamodb.NewImage.id.S",
+    "project_id": "$.dynamodb.NewImage.project_id.S",
+    "version": "$.dynamodb.NewImage.version.N",
+    "updated_at": "$.dynamodb.NewImage.updated_at.S",
+}
+EVENT_SOURCE = "agent-server"
+CHANGE_CONDITION = "PublishesChangeEvents"
+CHANGE_BUS = "ChangeEventBus"
+CHANGE_DLQ = "ChangeEventsDeadLetterQueue"
+# Everything a pipe's role may do, by action: on which resource, under
+# which condition. Each pipe needs all of it.
+STREAM_READ = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
+               "dynamodb:ListStreams")
+VIA_DYNAMODB = {"StringEquals": {"kms:ViaService": {"Fn::Sub": "dynamodb.${AWS::Region}.${AWS::URLSuffix}"}}}
+
+
+def pipe_grants(table):
+    grants = {action: ({"Fn::GetAtt": [table, "StreamArn"]}, None) for action in STREAM_READ}
+    grants["kms:Decrypt"] = ({"Fn::GetAtt": ["DataKey", "Arn"]}, VIA_DYNAMODB)
+    grants["events:PutEvents"] = ({"Fn::GetAtt": [CHANGE_BUS, "Arn"]}, None)
+    grants["sqs:SendMessage"] = ({"Fn::GetAtt": [CHANGE_DLQ, "Arn"]}, None)
+    return grants
+
+
+def check_input_template(name, text, fields):
+    """The template is a JSON object of exactly `fields`, each the quoted
+    placeholder of its allow-listed attribute: no other placeholder (no
+    other attribute, no whole image, no aws.pipes.event), no constant."""
+    if not isinstance(text, str):
+        return [f"{name}'s InputTemplate is not a plain string: {json.dumps(text)}"]
+    problems = []
+    allowed = {EVENT_FIELDS[field] for field in fields}
+    for placeholder in re.findall(r"<([^<>]*)>", text):
+        if placeholder not in allowed:
+            problems.append(f"{name}'s InputTemplate references <{placeholder}>, outside the allow-list "
+                            f"{sorted(allowed)}")
+    # Placeholders become strings the JSON parser can read: a quoted one
+    # stays a string value, an unquoted one makes the text invalid.
+    marked = re.sub(r"<([^<>]*)>", lambda m: "\u27e8" + m.group(1) + "\u27e9", text)
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"duplicate keys {keys}")
+        return dict(pairs)
+    try:
+        detail = json.loads(marked, object_pairs_hook=no_duplicates)
+    except ValueError as error:
+        return problems + [f"{name}'s InputTemplate is not a JSON object of quoted placeholders ({error}): {text}"]
+    if not isinstance(detail, dict) or sorted(detail) != sorted(fields):
+        return problems + [f"{name}'s InputTemplate must build exactly {list(fields)}, builds {text}"]
+    for field in fields:
+        if detail[field] != "\u27e8" + EVENT_FIELDS[field] + "\u27e9":
+            problems.append(f"{name}'s InputTemplate must set {field} to \"<{EVENT_FIELDS[field]}>\", "
+                            f"sets {json.dumps(detail[field], ensure_ascii=False)}")
+    return problems
+
+
+def check_pipe_role(resources, pipe, role_name, table):
+    """The pipe's own role: assumed by EventBridge Pipes for this account
+    only, and allowed nothing but pipe_grants(table), all of which it needs."""
+    role = resources.get(role_name, {})
+    if role.get("Type") != "AWS::IAM::Role":
+        return [f"{pipe}'s role {role_name} is not an AWS::IAM::Role of the template"]
+    users = [name for name, r in resources.items()
+             if r.get("Type") == "AWS::Pipes::Pipe"
+             and r.get("Properties", {}).get("RoleArn") == {"Fn::GetAtt": [role_name, "Arn"]}]
+    problems = [] if users == [pipe] else [f"{role_name} is used by {users}, not only by {pipe}"]
+    properties = role.get("Properties", {})
+    if role.get("Condition") != CHANGE_CONDITION:
+        problems.append(f"{role_name} must exist only with {CHANGE_CONDITION}")
+    for extra in ("ManagedPolicyArns", "PermissionsBoundary"):
+        if properties.get(extra):
+            problems.append(f"{role_name} has {extra}: {json.dumps(properties[extra])}")
+    trust = as_list(properties.get("AssumeRolePolicyDocument", {}).get("Statement", []))
+    expected_trust = {
+        "Effect": "Allow", "Principal": {"Service": "pipes.amazonaws.com"}, "Action": "sts:AssumeRole",
+        "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+    }
+    if json.loads(json.dumps(trust)) != [expected_trust]:
+        problems.append(f"{role_name} may be assumed by {json.dumps(trust)}, not only by EventBridge Pipes "
+                        "for this account")
+    grants = pipe_grants(table)
+    granted = set()
+    for policy in properties.get("Policies", []):
+        for statement in as_list(policy.get("PolicyDocument", {}).get("Statement", [])):
+            statement = json.loads(json.dumps(statement))
+            if statement.get("Effect") != "Allow":
+                continue
+            if set(statement) - {"Effect", "Action", "Resource", "Sid", "Condition"}:
+                problems.append(f"{role_name} has a statement with {sorted(statement)}: {json.dumps(statement)}")
+                continue
+            resources_of = as_list(statement.get("Resource", []))
+            for action in as_list(statement.get("Action", [])):
+                if action not in grants:
+                    problems.append(f"{role_name} may call {action}, which {pipe} does not need")
+                    continue
+                resource, condition = grants[action]
+                if resources_of != [resource]:
+                    problems.append(f"{role_name} may call {action} on {json.dumps(resources_of)}, "
+                                    f"not only on {json.dumps(resource)}")
+                elif statement.get("Condition") != condition:
+                    problems.append(f"{role_name} may call {action} under {json.dumps(statement.get('Condition'))}, "
+                                    f"not only under {json.dumps(condition)}")
+                else:
+                    granted.add(action)
+    missing = sorted(set(grants) - granted)
+    if missing:
+        problems.append(f"{role_name} lacks {missing}, which {pipe} needs")
+    return problems
+
+
+def check_pipe(resources, table, pipe, role_name, detail_type, fields):
+    resource = resources.get(pipe, {})
+    if resource.get("Type") != "AWS::Pipes::Pipe":
+        return [f"no change-event pipe {pipe} on {table}"]
+    problems = []
+    if resource.get("Condition") != CHANGE_CONDITION:
+        problems.append(f"{pipe} must exist only with {CHANGE_CONDITION}")
+    properties = json.loads(json.dumps(resource.get("Properties", {})))
+    if properties.get("Source") != {"Fn::GetAtt": [table, "StreamArn"]}:
+        problems.append(f"{pipe} must read {table}'s stream, reads {json.dumps(properties.get('Source'))}")
+    if properties.get("Target") != {"Fn::GetAtt": [CHANGE_BUS, "Arn"]}:
+        problems.append(f"{pipe} must target {CHANGE_BUS}, targets {json.dumps(properties.get('Target'))}")
+    if properties.get("RoleArn") != {"Fn::GetAtt": [role_name, "Arn"]}:
+        problems.append(f"{pipe} must run as {role_name}, runs as {json.dumps(properties.get('RoleArn'))}")
+    if "Enrichment" in properties or "EnrichmentParameters" in properties:
+        problems.append(f"{pipe} has an enrichment, which would receive the whole record, secrets included")
+    source = properties.get("SourceParameters", {})
+    filters = source.get("FilterCriteria", {}).get("Filters", [])
+    try:
+        patterns = [json.loads(f.get("Pattern", "")) for f in filters]
+    except ValueError:
+        patterns = None
+    if patterns != [{"eventName": ["MODIFY"]}]:
+        problems.append(f"{pipe} must pass MODIFY records only (one filter {{\"eventName\": [\"MODIFY\"]}}), "
+                        f"filters {json.dumps(filters)}")
+    stream = source.get("DynamoDBStreamParameters", {})
+    if stream.get("StartingPosition") != "LATEST":
+        problems.append(f"{pipe} must start at LATEST, starts at {stream.get('StartingPosition')}")
+    if stream.get("DeadLetterConfig", {}).get("Arn") != {"Fn::GetAtt": [CHANGE_DLQ, "Arn"]}:
+        problems.append(f"{pipe} must send what it cannot deliver to {CHANGE_DLQ}")
+    retries = stream.get("MaximumRetryAttempts")
+    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10000:
+        problems.append(f"{pipe} must bound its retries (MaximumRetryAttempts 0 to 10000; absent or -1 is "
+                        f"forever), has {retries}")
+    target = properties.get("TargetParameters", {})
+    if set(target) != {"InputTemplate", "EventBridgeEventBusParameters"}:
+        problems.append(f"{pipe}'s target parameters must be the InputTemplate and the bus parameters, are {sorted(target)}")
+    bus = target.get("EventBridgeEventBusParameters")
+    if bus != {"Source": EVENT_SOURCE, "DetailType": detail_type}:
+        problems.append(f"{pipe} must publish source {EVENT_SOURCE} and detail type {detail_type!r} "
+                        f"(and nothing else), publishes {json.dumps(bus)}")
+    problems += check_input_template(pipe, target.get("InputTemplate"), fields)
+    logging = properties.get("LogConfiguration")
+    if logging is not None and logging.get("IncludeExecutionData") not in (None, []):
+        problems.append(f"{pipe} logs execution data (the records, secrets included): "
+                        f"IncludeExecutionData {json.dumps(logging.get('IncludeExecutionData'))}")
+    return problems + check_pipe_role(resources, pipe, role_name, table)
+
+
+def check_change_events(template):
+    """Streams, pipes, roles, the bus, the dead-letter queue and its alarm:
+    see the module's docstring."""
+    problems = []
+    parameter = template.get("Parameters", {}).get("PublishChangeEvents", {})
+    if sorted(parameter.get("AllowedValues", [])) != ["false", "true"] or parameter.get("Default") != "true":
+        problems.append(f"PublishChangeEvents must allow true and false and default to true, is {json.dumps(parameter)}")
+    raw = template.get("Resources", {})
+    for publish in ("true", "false"):
+        try:
+            _, conditions = conditions_for(template, {"PublishChangeEvents": publish})
+        except (KeyError, ValueError) as error:
+            return problems + [f"the conditions cannot be evaluated for PublishChangeEvents={publish}: {error}"]
+        if conditions.get(CHANGE_CONDITION) != (publish == "true"):
+            problems.append(f"condition {CHANGE_CONDITION} is {conditions.get(CHANGE_CONDITION)} with "
+                            f"PublishChangeEvents={publish}")
+            continue
+        for table in CHANGE_PIPES:
+            properties = resolve_if(raw.get(table, {}).get("Properties", {}), conditions)
+            spec = json.loads(json.dumps(properties.get("StreamSpecification")))
+            if spec == {"Ref": "AWS::NoValue"}:
+                spec = None
+            expected = {"StreamViewType": "NEW_IMAGE"} if publish == "true" else None
+            if spec != expected:
+                problems.append(f"with PublishChangeEvents={publish}, {table}'s stream must be "
+                                f"{json.dumps(expected)}, is {json.dumps(spec)}")
+    pipes = sorted(name for name, r in raw.items() if r.get("Type") == "AWS::Pipes::Pipe")
+    expected_pipes = sorted(pipe for pipe, _, _, _ in CHANGE_PIPES.values())
+    if pipes != expected_pipes:
+        problems.append(f"the pipes are {pipes}, expected one per table: {expected_pipes}")
+    for table, (pipe, role, detail_type, fields) in CHANGE_PIPES.items():
+        problems += check_pipe(raw, table, pipe, role, detail_type, fields)
+    bus = raw.get(CHANGE_BUS, {})
+    if bus.get("Type") != "AWS::Events::EventBus" or bus.get("Condition") != CHANGE_CONDITION:
+        problems.append(f"{CHANGE_BUS} must be an AWS::Events::EventBus that exists with {CHANGE_CONDITION}")
+    queue = raw.get(CHANGE_DLQ, {})
+    queue_properties = queue.get("Properties", {})
+    if queue.get("Type") != "AWS::SQS::Queue" or queue.get("Condition") != CHANGE_CONDITION:
+        problems.append(f"{CHANGE_DLQ} must be an AWS::SQS::Queue that exists with {CHANGE_CONDITION}")
+    if queue_properties.get("SqsManagedSseEnabled") is not True and "KmsMasterKeyId" not in queue_properties:
+        problems.append(f"{CHANGE_DLQ} must be encrypted (SqsManagedSseEnabled, or a KMS key)")
+    watched = False
+    for alarm in raw.values():
+        if alarm.get("Type") != "AWS::CloudWatch::Alarm":
+            continue
+        for namespace, metric, _, dimensions in alarm_metrics(alarm.get("Properties", {})):
+            if ((namespace, metric) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+                    and {"Name": "QueueName", "Value": {"Fn::GetAtt": [CHANGE_DLQ, "QueueName"]}}
+                    in json.loads(json.dumps(dimensions))
+                    and alarm["Properties"].get("ComparisonOperator") == "GreaterThanThreshold"
+                    and alarm["Properties"].get("Threshold") == 0
+                    and alarm.get("Condition") == CHANGE_CONDITION):
+                watched = True
+    if not watched:
+        problems.append(f"no alarm fires when {CHANGE_DLQ} holds a message (ApproximateNumberOfMessagesVisible > 0)")
+    outputs = template.get("Outputs", {})
+    for output in ("ChangeEventBusName", "ChangeEventBusArn", "ChangeEventRuleExample"):
+        if output not in outputs:
+            problems.append(f"no output {output}")
+    try:
+        example = json.loads(outputs.get("ChangeEventRuleExample", {}).get("Value", ""))
+        if (example.get("source") != [EVENT_SOURCE] or example.get("detail-type") != ["Model updated"]
+                or len(example.get("detail", {}).get("project_id", [])) != 1):
+            problems.append(f"ChangeEventRuleExample must match one project's model updates, is {json.dumps(example)}")
+    except (ValueError, AttributeError):
+        problems.append("ChangeEventRuleExample must be an event pattern in JSON")
+    return problems
+
+
+def _pipe(template, name):
+    return template["Resources"][name]["Properties"]
+
+
+def _statements(template, role):
+    return [s for p in template["Resources"][role]["Properties"]["Policies"]
+            for s in p["PolicyDocument"]["Statement"]]
+
+
+# Ways to break the change events, each of which check_change_events must
+# notice: (what, how to break a copy of the template).
+CHANGE_EVENT_BREAKAGES = [
+    ("a secret in the event", lambda t: _pipe(t, "ApiKeysChangePipe")["TargetParameters"].update(
+        InputTemplate='{"id": "<$.dynamodb.NewImage.id.S>", "version": "<$.dynamodb.NewImage.version.N>", '
+                      '"updated_at": "<$.dynamodb.NewImage.updated_at.S>", "api_key": "<$.dynamodb.NewImage.api_key.S>"}')),
+    ("the headers in a field", lambda t: _pipe(t, "McpServersChangePipe")["TargetParameters"].update(
+        InputTemplate=_pipe(t, "McpServersChangePipe")["TargetParameters"]["InputTemplate"].replace(
+            "$.dynamodb.NewImage.updated_at.S", "$.dynamodb.NewImage.headers.M"))),
+    ("the whole record", lambda t: _pipe(t, "ModelsChangePipe")["TargetParameters"].update(
+        InputTemplate="<aws.pipes.event.json>")),
+    ("the new image, unquoted", lambda t: _pipe(t, "ModelsChangePipe")["TargetParameters"].update(
+        InputTemplate='{"id": "<$.dynamodb.NewImage.id.S>", "project_id": "<$.dynamodb.NewImage.project_id.S>", '
+                      '"version": <$.dynamodb.NewImage>, "updated_at": "<$.dynamodb.NewImage.updated_at.S>"}')),
+    ("a constant field", lambda t: _pipe(t, "ModelsChangePipe")["TargetParameters"].update(
+        InputTemplate=_pipe(t, "ModelsChangePipe")["TargetParameters"]["InputTemplate"][:-1] + ', "name": "x"}')),
+    ("no template (the whole record)", lambda t: _pipe(t, "ApiKeysChangePipe")["TargetParameters"].pop("InputTemplate")),
+    ("INSERTs announced", lambda t: _pipe(t, "ModelsChangePipe")["SourceParameters"]["FilterCriteria"]["Filters"][0].update(
+        Pattern='{"eventName": ["MODIFY", "INSERT"]}')),
+    ("no filter", lambda t: _pipe(t, "McpServersChangePipe")["SourceParameters"].pop("FilterCriteria")),
+    ("an enrichment", lambda t: _pipe(t, "ModelsChangePipe").update(Enrichment="arn:aws:lambda:us-east-1:1:function:f")),
+    ("execution data logged", lambda t: _pipe(t, "ModelsChangePipe").update(
+        LogConfiguration={"Level": "ERROR", "IncludeExecutionData": ["ALL"]})),
+    ("retries forever", lambda t: _pipe(t, "ApiKeysChangePipe")["SourceParameters"]["DynamoDBStreamParameters"].pop(
+        "MaximumRetryAttempts")),
+    ("no dead-letter queue", lambda t: _pipe(t, "ApiKeysChangePipe")["SourceParameters"]["DynamoDBStreamParameters"].pop(
+        "DeadLetterConfig")),
+    ("another table's stream", lambda t: _pipe(t, "ModelsChangePipe").update(
+        Source={"Fn::GetAtt": ["ApiKeysTable", "StreamArn"]})),
+    ("a role reading items", lambda t: _statements(t, "ModelsChangePipeRole")[0]["Action"].append("dynamodb:GetItem")),
+    ("a role reading every stream", lambda t: _statements(t, "McpServersChangePipeRole")[0].update(Resource="*")),
+    ("a role publishing anywhere", lambda t: _statements(t, "ApiKeysChangePipeRole")[2].update(Resource="*")),
+    ("a role decrypting directly", lambda t: _statements(t, "ModelsChangePipeRole")[1].pop("Condition")),
+    ("a role with a wildcard", lambda t: _statements(t, "ModelsChangePipeRole")[3].update(Action="sqs:*")),
+    ("a managed policy", lambda t: t["Resources"]["ModelsChangePipeRole"]["Properties"].update(
+        ManagedPolicyArns=["arn:aws:iam::aws:policy/AmazonDynamoDBReadOnlyAccess"])),
+    ("a role anyone may assume", lambda t: t["Resources"]["ModelsChangePipeRole"]["Properties"][
+        "AssumeRolePolicyDocument"]["Statement"][0].update(Principal={"AWS": "*"})),
+    ("a shared role", lambda t: _pipe(t, "ModelsChangePipe").update(RoleArn={"Fn::GetAtt": ["McpServersChangePipeRole", "Arn"]})),
+    ("a table without a stream", lambda t: t["Resources"]["ModelsTable"]["Properties"].pop("StreamSpecification")),
+    ("old images in the stream", lambda t: t["Resources"]["ApiKeysTable"]["Properties"].update(
+        StreamSpecification={"StreamViewType": "NEW_AND_OLD_IMAGES"})),
+    ("publishing off by default", lambda t: t["Parameters"]["PublishChangeEvents"].update(Default="false")),
+    ("a pipe that ignores the parameter", lambda t: t["Resources"]["ModelsChangePipe"].pop("Condition")),
+    ("an unencrypted dead-letter queue", lambda t: t["Resources"][CHANGE_DLQ]["Properties"].pop("SqsManagedSseEnabled")),
+    ("no dead-letter alarm", lambda t: t["Resources"].pop("ChangeEventsDeadLetterAlarm")),
+]
+
+
+def self_test_change_events(template):
+    """Every breakage in CHANGE_EVENT_BREAKAGES makes the check complain."""
+    problems = []
+    for what, breakage in CHANGE_EVENT_BREAKAGES:
+        broken = copy.deepcopy(template)
+        try:
+            breakage(broken)
+        except (KeyError, IndexError, TypeError, AttributeError) as error:
+            problems.append(f"self-test: cannot make {what!r} ({error!r}); update CHANGE_EVENT_BREAKAGES")
+            continue
+        if not check_change_events(broken):
+            problems.append(f"self-test: the change-event check misses {what}")
+    return problems
+
+
+def check_event_schema(schema):
+    """events.schema.json describes what the pipes publish: a valid JSON
+    Schema (2020-12) whose source, detail types and detail fields are the
+    pipes', with no other detail field allowed."""
+    import jsonschema
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        return [f"events.schema.json is not a valid JSON Schema: {error.message}"]
+    problems = []
+    if schema.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
+        problems.append("events.schema.json must declare draft 2020-12")
+    properties = schema.get("properties", {})
+    if properties.get("source") != {"const": EVENT_SOURCE}:
+        problems.append(f"events.schema.json must fix source to {EVENT_SOURCE}")
+    detail_types = sorted(detail_type for _, _, detail_type, _ in CHANGE_PIPES.values())
+    if sorted(properties.get("detail-type", {}).get("enum", [])) != detail_types:
+        problems.append(f"events.schema.json's detail-type enum must be {detail_types}")
+    detail = schema.get("$defs", {}).get("detail", {})
+    if properties.get("detail") != {"$ref": "#/$defs/detail"} or detail.get("additionalProperties") is not False:
+        problems.append("events.schema.json's detail must be $defs/detail, with additionalProperties false")
+    if sorted(detail.get("properties", {})) != sorted(EVENT_FIELDS):
+        problems.append(f"events.schema.json's detail fields must be {sorted(EVENT_FIELDS)}, "
+                        f"are {sorted(detail.get('properties', {}))}")
+    return problems
+
+
+SCHEMA_BREAKAGES = [
+    ("a secret field in the schema", lambda s: s["$defs"]["detail"]["properties"].update(api_key={"type": "string"})),
+    ("any detail field allowed", lambda s: s["$defs"]["detail"].pop("additionalProperties")),
+    ("a detail type no pipe publishes", lambda s: s["properties"]["detail-type"]["enum"].append("Key deleted")),
+]
+
+
+def check(template_text, schema=None):
     template = yaml_parse(template_text)
     # The translator needs an S3 CodeUri; `sam build` supplies one on deploy.
     translated = yaml_parse(template_text.replace("CodeUri: .", "CodeUri: s3://bucket/code.zip"))
@@ -355,13 +719,28 @@ def check(template_text):
     problems += check_rules(template)
     problems += check_environment(template, resources)
     problems += check_operations(template, resources)
+    change_events = check_change_events(template)
+    # The self-test assumes a template the check accepts.
+    problems += change_events or self_test_change_events(template)
+    if schema is not None:
+        schema_problems = check_event_schema(schema)
+        problems += schema_problems
+        for what, breakage in [] if schema_problems else SCHEMA_BREAKAGES:
+            broken = copy.deepcopy(schema)
+            breakage(broken)
+            if not check_event_schema(broken):
+                problems.append(f"self-test: the event-schema check misses {what}")
     return problems
 
 
 def main():
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    text = open(sys.argv[1] if len(sys.argv) > 1 else "template.yaml").read()
-    problems = list(dict.fromkeys(check(text)))  # one line per problem, in order
+    path = sys.argv[1] if len(sys.argv) > 1 else "template.yaml"
+    text = open(path).read()
+    # The change events' JSON Schema lives beside the template.
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), "events.schema.json")) as schema_file:
+        schema = json.load(schema_file)
+    problems = list(dict.fromkeys(check(text, schema)))  # one line per problem, in order
     for problem in problems:
         print(f"template check: {problem}", file=sys.stderr)
     if problems:
@@ -370,7 +749,10 @@ def main():
         "template check: every route needs IAM (default) or JWT authorization (with the audience, and "
         "the scopes if any, required); each function may only UpdateItem its own table and write its "
         "own log group, and logs JSON with START/REPORT records; the stage writes a JSON access log; "
-        "alarms on the API, functions and tables notify AlarmTopic"
+        "alarms on the API, functions and tables notify AlarmTopic; each table's change-event pipe "
+        f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
+        f"and publish, as events.schema.json describes ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES)} "
+        "ways of breaking that are caught)"
     )
 
 

@@ -8,7 +8,8 @@ use agent_server_shared::config::TableNames;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
+    StreamViewType,
 };
 
 use crate::samples;
@@ -36,10 +37,19 @@ pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), S
         if table.scoped_by_project() {
             keys = vec![("project_id", KeyType::Hash), ("id", KeyType::Range)];
         }
+        // A stream of new images, as template.yaml gives the tables on AWS
+        // (PublishChangeEvents): `make events` and `make events-test` read it.
         let mut request = client
             .create_table()
             .table_name(name)
-            .billing_mode(BillingMode::PayPerRequest);
+            .billing_mode(BillingMode::PayPerRequest)
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewImage)
+                    .build()
+                    .map_err(|e| failed("define stream", e))?,
+            );
         for (attribute, key_type) in keys {
             request = request
                 .attribute_definitions(

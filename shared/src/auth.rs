@@ -123,42 +123,9 @@ impl<'a> Caller<'a> {
     /// The caller of `request`, its projects read from the JWT claim named
     /// `projects_claim`.
     pub fn of(request: &'a Request, projects_claim: &str) -> Self {
-        let Some(authorizer) = authorizer(request) else {
-            return Self {
-                principal: None,
-                grants: Grants::NONE,
-            };
-        };
-        if let Some(jwt) = &authorizer.jwt {
-            let grants = match jwt.claims.get(projects_claim) {
-                Some(claim) => {
-                    let grants = Grants::from_claim(claim);
-                    if grants == Grants::NONE && !claim.trim().is_empty() {
-                        // Not the claim's value: an operator needs to know the
-                        // form is wrong, not what the token said.
-                        tracing::warn!(
-                            claim = projects_claim,
-                            "the projects claim lists nothing this service can read"
-                        );
-                    }
-                    grants
-                }
-                None => Grants::NONE,
-            };
-            return Self {
-                principal: jwt.claims.get("sub").map(|sub| cut(sub)),
-                grants,
-            };
-        }
-        if let Some(iam) = &authorizer.iam {
-            return Self {
-                principal: iam.user_arn.as_deref().map(cut),
-                grants: Grants::All,
-            };
-        }
         Self {
-            principal: None,
-            grants: Grants::NONE,
+            principal: principal(request),
+            grants: grants(request, projects_claim),
         }
     }
 
@@ -172,14 +139,41 @@ impl<'a> Caller<'a> {
     }
 }
 
-/// The caller's principal alone (for a log line written where the grants
-/// do not matter).
+/// The caller's principal: the JWT's `sub`, else the IAM caller's ARN, cut
+/// to [`MAX_PRINCIPAL_CHARS`]; also what the panic guard logs.
 pub fn principal(request: &Request) -> Option<&str> {
     let authorizer = authorizer(request)?;
     match (&authorizer.jwt, &authorizer.iam) {
         (Some(jwt), _) => jwt.claims.get("sub").map(|sub| cut(sub)),
         (None, Some(iam)) => iam.user_arn.as_deref().map(cut),
         (None, None) => None,
+    }
+}
+
+/// What the identity in `request` may change: the JWT's projects claim,
+/// everything for an IAM caller, nothing without either.
+fn grants(request: &Request, projects_claim: &str) -> Grants {
+    let Some(authorizer) = authorizer(request) else {
+        return Grants::NONE;
+    };
+    match (&authorizer.jwt, &authorizer.iam) {
+        (Some(jwt), _) => match jwt.claims.get(projects_claim) {
+            Some(claim) => {
+                let grants = Grants::from_claim(claim);
+                if grants == Grants::NONE && !claim.trim().is_empty() {
+                    // Not the claim's value: an operator needs to know the
+                    // form is wrong, not what the token said.
+                    tracing::warn!(
+                        claim = projects_claim,
+                        "the projects claim lists nothing this service can read"
+                    );
+                }
+                grants
+            }
+            None => Grants::NONE,
+        },
+        (None, Some(_)) => Grants::All,
+        (None, None) => Grants::NONE,
     }
 }
 

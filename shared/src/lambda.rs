@@ -12,6 +12,15 @@
 //! The guard relies on panics unwinding (the release profile must not set
 //! `panic = "abort"`): a panicking request then gets the envelope's 500
 //! instead of API Gateway's bare `{"message":"Internal Server Error"}`.
+//!
+//! The function reads its event itself ([`respond`]) rather than through
+//! `lambda_http::run`, whose conversion of an event into a request unwraps
+//! and expects (a URL built from `Host` and `X-Forwarded-Proto`, the raw
+//! query, a base64 body): a value there that it cannot parse would panic
+//! before any guard of ours runs, and API Gateway would answer its bare
+//! 502. Here the event is read, the values that conversion cannot take are
+//! repaired or refused (400 `invalid_request`), and the conversion runs
+//! under a guard, so every event gets an envelope.
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -22,8 +31,15 @@ use std::process::ExitCode;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use lambda_http::http::Method;
-use lambda_http::service_fn;
+use base64::Engine as _;
+use lambda_http::aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use lambda_http::http::header::{HOST, SET_COOKIE};
+use lambda_http::http::{HeaderMap, HeaderName, Method};
+use lambda_http::request::LambdaRequest;
+use lambda_http::{Body, LambdaEvent, RequestExt, service_fn};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use serde_json::Value;
+use url::Url;
 
 use crate::config::ConfigError;
 use crate::envelope;
@@ -45,8 +61,8 @@ pub async fn run<R: Resource>() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let app = &app;
-    let served = lambda_http::run(service_fn(move |request: Request| async move {
-        Ok::<_, Infallible>(handle::<R, _>(app, request).await)
+    let served = lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        Ok::<_, Infallible>(respond::<R, _>(app, event.payload, event.context).await)
     }))
     .await;
     match served {
@@ -63,6 +79,154 @@ pub async fn run<R: Resource>() -> ExitCode {
 pub fn started<S>(app: Result<App<S>, ConfigError>) -> Option<App<S>> {
     app.inspect_err(|error| tracing::error!(%error, "start-up failed"))
         .ok()
+}
+
+/// One invocation: the API Gateway HTTP API (payload 2.0) `event` read
+/// into a request, handled, and the response in the form API Gateway
+/// expects back. An event that cannot be read as an HTTP request is
+/// answered 400 `invalid_request`, in the envelope like everything else.
+pub async fn respond<R: Resource, S: Store>(
+    app: &App<S>,
+    event: Value,
+    context: lambda_http::Context,
+) -> ApiGatewayV2httpResponse {
+    let response = match request_from_event(event, context.clone()) {
+        Ok(request) => handle::<R, S>(app, request).await,
+        Err(error) => {
+            let started = Instant::now();
+            let response = envelope::failure(&error, &context.request_id);
+            access_log(&AccessEntry {
+                method: "-",
+                route: R::ROUTE,
+                principal: None,
+                response: &response,
+                latency: started.elapsed(),
+                request_id: &context.request_id,
+            });
+            response
+        }
+    };
+    event_response(response)
+}
+
+/// `X-Forwarded-Proto`: read by `lambda_http` as the URL's scheme.
+const FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// What `http::Uri` refuses in a query, percent-encoded so a raw query
+/// API Gateway passed on verbatim still forms a request line. `%` stays:
+/// the query's own escapes must survive unchanged.
+const QUERY_ESCAPES: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// The request `lambda_http` makes of a payload 2.0 `event`, with the
+/// values its conversion would panic on dealt with first:
+///
+/// - a `Host` or `X-Forwarded-Proto` that does not form a URL with the
+///   path is dropped (the handlers never read the URL's scheme or host;
+///   API Gateway routed on them already);
+/// - a raw query's bytes a request line cannot carry are percent-encoded;
+/// - a body flagged base64 that is not base64 is refused.
+///
+/// The conversion still runs under `catch_unwind`, so a case not foreseen
+/// here is a 400 as well, never a panic out of the function.
+pub fn request_from_event(event: Value, context: lambda_http::Context) -> Result<Request, ApiError> {
+    let mut event: ApiGatewayV2httpRequest =
+        serde_json::from_value(event).map_err(|_| ApiError::BadRequest)?;
+    let path = event.raw_path.clone().unwrap_or_default();
+    if !forms_url(
+        &event.headers,
+        event.request_context.domain_name.as_deref(),
+        &path,
+    ) {
+        event.headers.remove(FORWARDED_PROTO);
+        if !forms_url(
+            &event.headers,
+            event.request_context.domain_name.as_deref(),
+            &path,
+        ) {
+            event.headers.remove(HOST);
+            if !forms_url(
+                &event.headers,
+                event.request_context.domain_name.as_deref(),
+                &path,
+            ) {
+                event.request_context.domain_name = None;
+                if !forms_url(&event.headers, None, &path) {
+                    return Err(ApiError::BadRequest);
+                }
+            }
+        }
+    }
+    if let Some(query) = &event.raw_query_string {
+        event.raw_query_string = Some(utf8_percent_encode(query, QUERY_ESCAPES).to_string());
+    }
+    if event.is_base64_encoded
+        && let Some(body) = &event.body
+        && base64::engine::general_purpose::STANDARD.decode(body).is_err()
+    {
+        return Err(ApiError::BadRequest);
+    }
+    let request = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Request::from(LambdaRequest::ApiGatewayV2(event))
+    }))
+    .map_err(|_| ApiError::BadRequest)?;
+    Ok(request.with_lambda_context(context))
+}
+
+/// Whether `lambda_http` can build the request's URL from these headers
+/// (or the domain name it falls back on) and `path`, and the URL keeps
+/// `path` as its path: a host such as `h/x?` parses, but moves the path.
+fn forms_url(headers: &HeaderMap, domain_name: Option<&str>, path: &str) -> bool {
+    let Ok(relative) = Url::parse(&format!("http://localhost{path}")) else {
+        return false;
+    };
+    let host = headers
+        .get(HOST)
+        .and_then(|value| value.to_str().ok())
+        .or(domain_name);
+    let Some(host) = host else {
+        return true;
+    };
+    let scheme = headers
+        .get(FORWARDED_PROTO)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("https");
+    Url::parse(&format!("{scheme}://{host}{path}")).is_ok_and(|url| {
+        url.path() == relative.path()
+            && url.query() == relative.query()
+            && url.fragment() == relative.fragment()
+    })
+}
+
+/// A response in the form API Gateway's HTTP API takes back from a function.
+pub fn event_response(response: Response) -> ApiGatewayV2httpResponse {
+    let (parts, body) = response.into_parts();
+    let mut reply = ApiGatewayV2httpResponse::default();
+    reply.status_code = i64::from(parts.status.as_u16());
+    reply.cookies = parts
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok().map(str::to_owned))
+        .collect();
+    reply.headers = parts.headers;
+    reply.headers.remove(SET_COOKIE);
+    (reply.body, reply.is_base64_encoded) = match body {
+        Body::Empty => (None, false),
+        Body::Text(text) => (Some(Body::Text(text)), false),
+        binary => (Some(binary), true),
+    };
+    reply
 }
 
 /// One update of a record of kind `R`, guarded: a panic anywhere in it
@@ -148,6 +312,108 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Err(payload) => Poll::Ready(Err(payload)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(host: &str, proto: Option<&str>, raw_query: &str) -> Value {
+        let mut headers = json!({"host": host, "content-type": "application/json"});
+        if let Some(proto) = proto {
+            headers["x-forwarded-proto"] = json!(proto);
+        }
+        json!({
+            "version": "2.0",
+            "routeKey": "PUT /api/agent-server/models/{id}",
+            "rawPath": "/api/agent-server/models/x",
+            "rawQueryString": raw_query,
+            "headers": headers,
+            "requestContext": {
+                "http": {"method": "PUT", "path": "/api/agent-server/models/x", "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "t"},
+                "domainName": "api.example.com",
+                "stage": "$default",
+                "requestId": "r",
+            },
+            "pathParameters": {"id": "x"},
+            "isBase64Encoded": false,
+            "body": "{}",
+        })
+    }
+
+    fn converts(event: Value) -> Result<Request, ApiError> {
+        request_from_event(event, lambda_http::Context::default())
+    }
+
+    #[test]
+    fn every_query_character_forms_a_request() {
+        for code in (0u32..0x300).chain([0xFFFD, 0x1F600]) {
+            let Some(c) = char::from_u32(code) else { continue };
+            let query = format!("project_id=a{c}b&{c}=%zz%2{c}");
+            let request = converts(event("api.example.com", None, &query));
+            assert!(request.is_ok(), "{code:#x}");
+        }
+    }
+
+    #[test]
+    fn a_host_or_scheme_that_forms_no_url_is_dropped_not_fatal() {
+        for (host, proto) in [
+            ("api.example.com", Some("1nvalid")),
+            ("api.example.com", Some("https, http")),
+            ("api.example.com", Some("")),
+            ("a b", None),
+            ("[::1", Some("https")),
+            ("api.example.com:99999999", None),
+            ("", Some("https")),
+            ("h/x?", None),
+            ("h#", None),
+            ("u@h", Some("http")),
+        ] {
+            let request = converts(event(host, proto, "project_id=p"));
+            let request = request.unwrap_or_else(|error| panic!("{host:?} {proto:?}: {error}"));
+            assert_eq!(
+                request.uri().path(),
+                "/api/agent-server/models/x",
+                "{host:?} {proto:?}"
+            );
+            assert_eq!(request.uri().query(), Some("project_id=p"));
+        }
+    }
+
+    #[test]
+    fn bodies_flagged_base64_must_be_base64() {
+        let mut bad = event("api.example.com", None, "");
+        bad["isBase64Encoded"] = json!(true);
+        bad["body"] = json!("not base64!");
+        assert_eq!(converts(bad).err().map(|e| e.code()), Some("invalid_request"));
+        let mut good = event("api.example.com", None, "");
+        good["isBase64Encoded"] = json!(true);
+        good["body"] = json!("e30=");
+        assert_eq!(
+            converts(good).map(|r| r.body().to_vec()).ok(),
+            Some(b"{}".to_vec())
+        );
+    }
+
+    #[test]
+    fn an_event_that_is_not_an_http_event_is_refused() {
+        let mut bad_method = event("api.example.com", None, "");
+        bad_method["requestContext"]["http"]["method"] = json!("PU T");
+        for value in [
+            json!(null),
+            json!("PUT"),
+            json!([1]),
+            json!({"rawPath": 7}),
+            bad_method,
+        ] {
+            assert_eq!(
+                converts(value.clone()).err().map(|e| e.code()),
+                Some("invalid_request"),
+                "{value}"
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 //! API Gateway HTTP API (payload format 2.0) events, in the shape
-//! `sam local generate-event apigateway http-api-proxy` produces, parsed by
-//! `lambda_http` exactly as the Lambda runtime parses them.
+//! `sam local generate-event apigateway http-api-proxy` produces, read by
+//! the functions' own Lambda entry ([`agent_server_shared::lambda`]).
 
 use agent_server_shared::Request;
 use base64::Engine;
@@ -161,20 +161,20 @@ impl Event {
         event
     }
 
-    /// The request `lambda_http` makes of the event.
+    /// The request the functions' Lambda entry makes of the event.
     ///
     /// # Panics
-    /// If `lambda_http` cannot parse the event.
+    /// If the entry refuses the event.
     pub fn request(&self) -> Request {
         parse(&self.to_json())
     }
 }
 
-/// Parses an API Gateway event as the Lambda runtime adapter does.
+/// Reads an API Gateway event as the functions' Lambda entry does.
 ///
 /// # Panics
-/// If `lambda_http` cannot parse it.
+/// If the entry refuses the event.
 pub fn parse(event: &Value) -> Request {
-    lambda_http::request::from_str(&event.to_string())
-        .unwrap_or_else(|e| panic!("lambda_http cannot parse the event: {e}"))
+    agent_server_shared::lambda::request_from_event(event.clone(), lambda_http::Context::default())
+        .unwrap_or_else(|e| panic!("the Lambda entry refuses the event: {e}"))
 }

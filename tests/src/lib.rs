@@ -285,7 +285,24 @@ impl Route {
         item
     }
 
-    /// Calls the route's function handler, exactly as its Lambda binary does.
+    /// Answers a payload 2.0 `event` exactly as the route's Lambda binary
+    /// does: the entry's event reading, the guarded handler, API Gateway's
+    /// response shape.
+    pub async fn respond<S: Store>(
+        self,
+        app: &App<S>,
+        event: Value,
+    ) -> lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse {
+        use agent_server_shared::lambda::respond;
+        let context = lambda_http::Context::default();
+        match self {
+            Self::ApiKeys => respond::<agent_server_shared::ApiKey, S>(app, event, context).await,
+            Self::McpServers => respond::<agent_server_shared::McpServer, S>(app, event, context).await,
+            Self::Models => respond::<agent_server_shared::Model, S>(app, event, context).await,
+        }
+    }
+
+    /// Calls the route's function handler on a request already read.
     pub async fn call<S: Store>(self, app: &App<S>, request: Request) -> Response {
         match self {
             Self::ApiKeys => update_api_key::handle(app, request).await,

@@ -1,5 +1,6 @@
-//! Replays every API Gateway event in `events/` through `lambda_http`'s
-//! event parsing and the function's real handler, against DynamoDB Local
+//! Replays every API Gateway event in `events/` through the functions'
+//! Lambda entry (event reading, guarded handler, API Gateway's response
+//! shape), against DynamoDB Local
 //! holding the sample records `make run` loads. Each file is named
 //! `events/<function>/<status>-<case>.json`, and must produce that status,
 //! so an event can never go stale.
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 
 use agent_server_shared::config::TableNames;
 use agent_server_shared::rules::Policy;
-use integration_tests::{Route, body_json, client, dynamo_app, dynamo_local, events, repo_root};
+use integration_tests::{Route, client, dynamo_app, dynamo_local, repo_root};
 use serde_json::Value;
 
 fn event_files() -> Vec<(Route, u16, PathBuf)> {
@@ -59,9 +60,19 @@ async fn every_event_produces_its_documented_status() {
     for (route, status, path) in files {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let event: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let response = route.call(&app, events::parse(&event)).await;
-        let body = body_json(&response);
-        assert_eq!(response.status().as_u16(), status, "{}: {body}", path.display());
+        let response = route.respond(&app, event.clone()).await;
+        let text = response
+            .body
+            .as_ref()
+            .map(|b| b.as_ref().to_vec())
+            .unwrap_or_default();
+        let body: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            response.status_code,
+            i64::from(status),
+            "{}: {body}",
+            path.display()
+        );
         if status == 200 {
             assert_eq!(body["message"], route.success_message());
             let sent: Value =

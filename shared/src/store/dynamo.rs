@@ -89,19 +89,22 @@ struct Expression {
 }
 
 impl Expression {
-    fn of(update: &Update) -> Self {
+    /// The expression for `update`, whose stored item must have the types
+    /// of `kept` (see [`Update::kept`]). Takes the update's values by value:
+    /// a body's attributes are never copied.
+    fn of(update: Update, kept: &[(&'static str, Kind)]) -> Self {
         let mut names = HashMap::new();
         let mut values = HashMap::new();
         let mut assignments = Vec::with_capacity(update.set.len() + 2);
-        for (index, (name, value)) in update.set.iter().enumerate() {
-            names.insert(format!("#f{index}"), (*name).to_string());
-            values.insert(format!(":f{index}"), value.clone());
+        for (index, (name, value)) in update.set.into_iter().enumerate() {
+            names.insert(format!("#f{index}"), name.to_string());
+            values.insert(format!(":f{index}"), value);
             assignments.push(format!("#f{index} = :f{index}"));
         }
         names.insert("#id".into(), "id".into());
         names.insert("#updated_at".into(), "updated_at".into());
         names.insert("#version".into(), "version".into());
-        values.insert(":now".into(), AttributeValue::S(update.now.clone()));
+        values.insert(":now".into(), AttributeValue::S(update.now));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
         values.insert(":one".into(), AttributeValue::N("1".into()));
         values.insert(":max_version".into(), AttributeValue::N(MAX_VERSION.to_string()));
@@ -118,11 +121,7 @@ impl Expression {
             "attribute_exists(#id) AND (attribute_not_exists(#version) OR \
              (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version))",
         );
-        let kept = update
-            .readable
-            .iter()
-            .filter(|(name, _)| !update.set.iter().any(|(set, _)| set == name));
-        for (index, (name, kind)) in kept.enumerate() {
+        for (index, (name, kind)) in kept.iter().enumerate() {
             names.insert(format!("#r{index}"), (*name).to_string());
             let type_value = format!(":type_{}", kind.type_name());
             values.insert(type_value.clone(), AttributeValue::S(kind.type_name().into()));
@@ -161,12 +160,15 @@ impl Expression {
 
 impl Store for DynamoStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
-        let expression = Expression::of(&update);
+        let kept = update.kept();
+        let table = self.tables.name(update.table);
+        let key = update.key.attributes();
+        let expression = Expression::of(update, &kept);
         let result = self
             .client
             .update_item()
-            .table_name(self.tables.name(update.table))
-            .set_key(Some(update.key.attributes()))
+            .table_name(table)
+            .set_key(Some(key))
             .update_expression(expression.update)
             .condition_expression(expression.condition)
             .set_expression_attribute_names(Some(expression.names))
@@ -180,14 +182,17 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => Err(classify(error, update.readable)),
+            Err(error) => Err(classify(error, &kept)),
         }
     }
 }
 
 /// Maps an SDK failure to what the caller can do about it. Only error
 /// codes and kinds are kept: service messages may quote request values.
-fn classify<R>(error: SdkError<UpdateItemError, R>, readable: &[(&'static str, Kind)]) -> StoreError {
+/// `kept` is the update's [`Update::kept`]: an attribute the write would
+/// have replaced does not make the old item unreadable, so a stale version
+/// beside it is still a mismatch.
+fn classify<R>(error: SdkError<UpdateItemError, R>, kept: &[(&'static str, Kind)]) -> StoreError {
     match error {
         SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
         SdkError::DispatchFailure(failure) => {
@@ -205,7 +210,7 @@ fn classify<R>(error: SdkError<UpdateItemError, R>, readable: &[(&'static str, K
                 // The old item tells which part of the condition failed.
                 UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item() {
                     None => StoreError::NotFound,
-                    Some(old) => match item::updatable(old, readable).and_then(|()| item::version(old)) {
+                    Some(old) => match item::updatable(old, kept).and_then(|()| item::version(old)) {
                         Ok(current) => StoreError::VersionMismatch { current },
                         Err(error) => StoreError::Unreadable(error.to_string()),
                     },

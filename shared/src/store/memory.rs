@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{Key, Store, StoreError, Table, Update};
-use crate::item::{self, Item, Kind};
+use crate::item::{self, Item};
 use crate::rules::Decimal;
 
 /// Records kept in a map, guarded by a mutex so updates are atomic.
@@ -77,17 +77,12 @@ impl Store for MemoryStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut items = self.lock();
+        let kept = update.kept();
         let Some(stored) = items.get_mut(&(update.table, update.key)) else {
             return Err(StoreError::NotFound);
         };
         // What DynamoDB's condition refuses: only the attributes this write
         // keeps must be readable.
-        let kept: Vec<(&'static str, Kind)> = update
-            .readable
-            .iter()
-            .filter(|(name, _)| !update.set.iter().any(|(set, _)| set == name))
-            .copied()
-            .collect();
         item::updatable(stored, &kept).map_err(|error| StoreError::Unreadable(error.to_string()))?;
         let next = next_version(stored.get("version"))
             .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;

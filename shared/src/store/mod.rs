@@ -116,6 +116,19 @@ pub struct Update {
     pub readable: &'static [(&'static str, Kind)],
 }
 
+impl Update {
+    /// The readable attributes this write keeps (does not set): the ones
+    /// whose stored type decides whether the item may be updated. Both
+    /// stores judge an item, and explain a refused write, by this list.
+    pub fn kept(&self) -> Vec<(&'static str, Kind)> {
+        self.readable
+            .iter()
+            .filter(|(name, _)| !self.set.iter().any(|(set, _)| set == name))
+            .copied()
+            .collect()
+    }
+}
+
 /// Why an update did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {

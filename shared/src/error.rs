@@ -6,10 +6,16 @@ use serde::Serialize;
 /// The most field problems one response lists; validation stops collecting
 /// there, so a 64 KiB body of bad numbers cannot produce a megabyte of errors.
 pub const MAX_FIELD_ERRORS: usize = 100;
-/// The longest `field` path an error carries, in characters; a longer one
-/// (a long key in `parameters`) is cut and ends in `…`, so no error copies
-/// a large part of the body however many there are.
-pub const MAX_FIELD_PATH_CHARS: usize = 128;
+/// The most bytes the listed problems take in the response JSON: the list
+/// also stops when it reaches this size, so however long the paths, an
+/// error response stays under 25 KiB (a hundred problems with short paths
+/// fit; long paths make the list shorter).
+pub const MAX_FIELD_ERRORS_BYTES: usize = 24 * 1024;
+/// The most bytes a `field` path takes in the response JSON, escapes
+/// counted (a control character in a key is written as six bytes); a longer
+/// path (a long key in `parameters`) is cut and ends in `…`, so no error
+/// copies a large part of the body however many there are.
+pub const MAX_FIELD_PATH_BYTES: usize = 128;
 
 /// One problem with one input, named by its JSON path (`headers.Authorization`,
 /// `parameters.reasoning.effort`, `project_id`, `id`, `body`).
@@ -28,7 +34,7 @@ pub struct FieldError {
 
 impl FieldError {
     /// Builds a field error; a `field` path longer than
-    /// [`MAX_FIELD_PATH_CHARS`] is cut (copying only what is kept).
+    /// [`MAX_FIELD_PATH_BYTES`] as JSON is cut (copying only what is kept).
     pub fn new(field: &str, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             field: short_path(field),
@@ -38,18 +44,50 @@ impl FieldError {
     }
 }
 
-fn short_path(path: &str) -> String {
-    match path.char_indices().nth(MAX_FIELD_PATH_CHARS - 1) {
-        // More than the limit: keep one character less and mark the cut.
-        Some((end, _)) if path[end..].chars().nth(1).is_some() => format!("{}…", &path[..end]),
-        _ => path.to_string(),
+impl FieldError {
+    /// The bytes this error takes in the response's `fields` list.
+    fn written_len(&self) -> usize {
+        const FRAME: usize = r#"{"field":"","code":"","message":""},"#.len();
+        let text = |text: &str| text.chars().map(json_len).sum::<usize>();
+        FRAME + text(&self.field) + self.code.len() + text(&self.message)
     }
 }
 
+/// The bytes `c` takes inside a JSON string as serde_json writes it.
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        '\0'..='\u{1f}' => 6,
+        _ => c.len_utf8(),
+    }
+}
+
+fn short_path(path: &str) -> String {
+    const CUT: char = '…';
+    let mut used = 0;
+    // Where the path must end if it is cut: the mark must fit as well.
+    let mut cut_at = None;
+    for (index, c) in path.char_indices() {
+        if cut_at.is_none() && used + json_len(c) + CUT.len_utf8() > MAX_FIELD_PATH_BYTES {
+            cut_at = Some(index);
+        }
+        used += json_len(c);
+        if used > MAX_FIELD_PATH_BYTES {
+            let end = cut_at.unwrap_or(index);
+            return format!("{}{CUT}", &path[..end]);
+        }
+    }
+    path.to_string()
+}
+
 /// The field problems of one request: at most [`MAX_FIELD_ERRORS`] are kept,
-/// and [`FieldErrors::is_full`] tells a rule it may stop looking.
+/// taking at most [`MAX_FIELD_ERRORS_BYTES`] in the response, and
+/// [`FieldErrors::is_full`] tells a rule it may stop looking.
 #[derive(Debug, Default)]
-pub struct FieldErrors(Vec<FieldError>);
+pub struct FieldErrors {
+    kept: Vec<FieldError>,
+    written: usize,
+}
 
 impl FieldErrors {
     /// An empty list.
@@ -58,30 +96,38 @@ impl FieldErrors {
     }
 
     /// Adds `error` unless the list is full.
+    /// Adds `error` unless the list is full or `error` would take it past
+    /// its size (the first problem is always kept: it is never large).
     pub fn push(&mut self, error: FieldError) {
-        if !self.is_full() {
-            self.0.push(error);
+        let size = error.written_len();
+        if self.is_full() || (!self.kept.is_empty() && self.written + size > MAX_FIELD_ERRORS_BYTES) {
+            // Once one problem does not fit, later ones must not slip in
+            // out of order.
+            self.written = MAX_FIELD_ERRORS_BYTES;
+            return;
         }
+        self.written += size;
+        self.kept.push(error);
     }
 
     /// Whether no further problem would be kept.
     pub fn is_full(&self) -> bool {
-        self.0.len() >= MAX_FIELD_ERRORS
+        self.kept.len() >= MAX_FIELD_ERRORS || self.written >= MAX_FIELD_ERRORS_BYTES
     }
 
     /// How many problems were kept.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.kept.len()
     }
 
     /// Whether no problem was found.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.kept.is_empty()
     }
 
     /// The problems kept, in the order found.
     pub fn into_vec(self) -> Vec<FieldError> {
-        self.0
+        self.kept
     }
 }
 
@@ -203,17 +249,59 @@ impl ApiError {
 mod tests {
     use super::*;
 
+    /// The path as the response carries it: a JSON string, quotes included.
+    fn written(path: &str) -> usize {
+        serde_json::to_string(path).map_or(usize::MAX, |json| json.len() - 2)
+    }
+
     #[test]
     fn long_paths_are_cut_short_ones_kept() {
-        let exact = "p".repeat(MAX_FIELD_PATH_CHARS);
+        let exact = "p".repeat(MAX_FIELD_PATH_BYTES);
         assert_eq!(FieldError::new(&exact, "c", "m").field, exact);
-        let long = format!("parameters.{}", "é".repeat(70_000));
-        let field = FieldError::new(&long, "c", "m").field;
-        assert_eq!(field.chars().count(), MAX_FIELD_PATH_CHARS);
-        assert!(
-            field.starts_with("parameters.é") && field.ends_with('…'),
-            "{field}"
-        );
+        let one_more = "p".repeat(MAX_FIELD_PATH_BYTES + 1);
+        assert!(FieldError::new(&one_more, "c", "m").field.ends_with('…'));
+        // Every kind of character, escaped or multi-byte, at every offset
+        // of the cut: the written path never passes the limit, keeps as
+        // much as fits, and is a prefix of the original.
+        for filler in ["p", "é", "\u{1}", "\"", "\\", "\n", "😀", "\u{7f}", "\u{2028}"] {
+            for lead in 0..4 {
+                let long = format!("{}{}", "a".repeat(lead), filler.repeat(70_000));
+                let field = FieldError::new(&format!("parameters.{long}"), "c", "m").field;
+                assert!(written(&field) <= MAX_FIELD_PATH_BYTES, "{filler:?} {lead}");
+                assert!(
+                    written(&field) + 6 > MAX_FIELD_PATH_BYTES,
+                    "{filler:?} {lead}: cut too short"
+                );
+                let kept = field
+                    .strip_suffix('…')
+                    .unwrap_or_else(|| panic!("not cut: {filler:?}"));
+                assert!(format!("parameters.{long}").starts_with(kept));
+            }
+        }
+    }
+
+    #[test]
+    fn the_list_stops_at_its_size() {
+        let mut errors = FieldErrors::new();
+        let long = "\u{1}".repeat(10_000);
+        for _ in 0..MAX_FIELD_ERRORS {
+            errors.push(FieldError::new(&long, "invalid_number", "m".repeat(200)));
+        }
+        assert!(errors.is_full());
+        let kept = errors.into_vec();
+        let written = serde_json::to_string(&kept).map_or(usize::MAX, |json| json.len());
+        assert!(written <= MAX_FIELD_ERRORS_BYTES, "{written}");
+        assert!(kept.len() > 10 && kept.len() < MAX_FIELD_ERRORS, "{}", kept.len());
+        // A later, smaller problem does not jump the queue.
+        let mut errors = FieldErrors::new();
+        errors.push(FieldError::new(
+            "a",
+            "c",
+            "m".repeat(MAX_FIELD_ERRORS_BYTES - 100),
+        ));
+        errors.push(FieldError::new("b", "c", "m".repeat(200)));
+        errors.push(FieldError::new("c", "c", "m"));
+        assert_eq!(errors.len(), 1);
     }
 
     #[test]

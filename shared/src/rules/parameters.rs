@@ -301,7 +301,7 @@ impl Ord for Decimal<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::Rule;
-    use super::super::testing::{codes, problems};
+    use super::super::testing::{codes, errors, problems};
     use super::*;
     use serde_json::json;
 
@@ -360,13 +360,23 @@ mod tests {
         let key = "k".repeat(40_000);
         let numbers = vec!["1e999"; 5_000].join(",");
         let body: Value = serde_json::from_str(&format!(r#"{{"{key}": [{numbers}]}}"#)).unwrap_or_default();
-        let found = problems(Rule::Parameters, body);
-        // too_large first, then the numbers until the list is full.
-        assert_eq!(found.len(), crate::error::MAX_FIELD_ERRORS);
+        let found = errors(Rule::Parameters, "parameters", body.clone());
+        // too_large first, then the numbers until the list is full: by size
+        // here, as each path is cut long.
+        assert!(found.len() > 50 && found.len() < crate::error::MAX_FIELD_ERRORS);
+        let written = serde_json::to_string(&found).map_or(usize::MAX, |json| json.len());
+        assert!(written <= crate::error::MAX_FIELD_ERRORS_BYTES, "{written}");
         assert!(
             found
                 .iter()
-                .all(|(path, _)| path.chars().count() <= crate::error::MAX_FIELD_PATH_CHARS)
+                .all(|error| error.field.len() <= crate::error::MAX_FIELD_PATH_BYTES)
+        );
+        // Short paths: the count stops the list.
+        let numbers = vec!["1e999"; 5_000].join(",");
+        let body: Value = serde_json::from_str(&format!(r#"{{"k": [{numbers}]}}"#)).unwrap_or_default();
+        assert_eq!(
+            problems(Rule::Parameters, body).len(),
+            crate::error::MAX_FIELD_ERRORS
         );
     }
 

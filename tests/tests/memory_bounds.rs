@@ -1,0 +1,238 @@
+//! A request's memory is bounded by a small multiple of its body, and an
+//! error response stays small, on the worst bodies we can build.
+//!
+//! This binary counts every allocation (a global allocator that tracks live
+//! bytes and their peak since a reset) and holds a single test, so nothing else allocates while
+//! a request is measured. Each request goes the way Lambda delivers it: the
+//! event's bytes are parsed as `lambda_runtime` does, then the functions'
+//! own entry ([`agent_server_shared::lambda::respond`]) converts, validates,
+//! writes to the in-memory store and builds the response.
+
+use agent_server_shared::error::{MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES};
+use agent_server_shared::request::MAX_BODY_BYTES;
+use agent_server_shared::rules::Policy;
+use integration_tests::events::Event;
+use integration_tests::{Route, memory_app};
+use peakmem_alloc::{INSTRUMENTED_SYSTEM, PeakMemAlloc, PeakMemAllocTrait};
+use serde_json::Value;
+use std::alloc::System;
+
+// Counts live bytes; its peak is measured from the last reset.
+#[global_allocator]
+static ALLOCATOR: &PeakMemAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The most a request may allocate beyond what is live before it, as a
+/// multiple of its body and a constant for the runtime's own work.
+const BODY_MULTIPLE: usize = 40;
+const BASE_BYTES: usize = 2 * 1024 * 1024;
+
+/// A body of at most [`MAX_BODY_BYTES`]: `open`, then `item(0)`, `item(1)`,
+/// … (comma-separated) as long as they fit, then `close`.
+fn filled(open: &str, item: impl Fn(usize) -> String, close: &str) -> String {
+    let mut body = open.to_string();
+    for i in 0.. {
+        let next = item(i);
+        let comma = usize::from(i > 0);
+        if body.len() + comma + next.len() + close.len() > MAX_BODY_BYTES {
+            break;
+        }
+        if comma == 1 {
+            body.push(',');
+        }
+        body.push_str(&next);
+    }
+    body + close
+}
+
+/// `item` itself, whatever its place.
+fn same(item: &str) -> impl Fn(usize) -> String + '_ {
+    move |_| item.to_string()
+}
+
+/// The worst bodies we know of for each route, by name.
+fn bodies(route: Route) -> Vec<(&'static str, String)> {
+    let long_key = "k".repeat(30_000);
+    let control_key = "\\u0001".repeat(5_000);
+    let mut bodies = vec![
+        ("unknown fields", filled("{", |i| format!(r#""{i}":1"#), "}")),
+        (
+            "unknown fields with long names",
+            filled("{", |i| format!(r#""{i}{}":1"#, "u".repeat(500)), "}"),
+        ),
+        (
+            "one long string",
+            format!(r#"{{"name": "{}"}}"#, "n".repeat(MAX_BODY_BYTES - 20)),
+        ),
+        (
+            "control characters in a name",
+            format!(r#"{{"name": "{}"}}"#, "\\u0001".repeat((MAX_BODY_BYTES - 20) / 6)),
+        ),
+        (
+            "deep arrays, many times",
+            filled(
+                r#"{"name": ["#,
+                same(&format!("{}{}", "[".repeat(120), "]".repeat(120))),
+                "]}",
+            ),
+        ),
+    ];
+    match route {
+        Route::ApiKeys => {
+            bodies.push((
+                "long api_key",
+                format!(r#"{{"api_key": "{}"}}"#, "k".repeat(MAX_BODY_BYTES - 20)),
+            ));
+        }
+        Route::McpServers => {
+            bodies.push((
+                "many headers",
+                filled(r#"{"headers": {"#, |i| format!(r#""{i}":"b""#), "}}"),
+            ));
+            bodies.push((
+                "many headers of control characters",
+                filled(r#"{"headers": {"#, |i| format!(r#""\u0001{i}":"\u0001""#), "}}"),
+            ));
+            // The largest body that is stored: 64 KiB of headers.
+            bodies.push((
+                "largest valid headers",
+                filled(
+                    r#"{"headers": {"#,
+                    |i| format!(r#""h{i}":"{}""#, "v".repeat(1000)),
+                    "}}",
+                ),
+            ));
+            bodies.push((
+                "a long endpoint",
+                format!(
+                    r#"{{"endpoint": "https://{}.example"}}"#,
+                    "a".repeat(MAX_BODY_BYTES - 40)
+                ),
+            ));
+        }
+        Route::Models => {
+            bodies.push((
+                "a long key above bad numbers",
+                format!(
+                    r#"{{"parameters": {{"{long_key}": [{}]}}}}"#,
+                    vec!["1e999"; (MAX_BODY_BYTES - 30_100) / 6].join(",")
+                ),
+            ));
+            bodies.push((
+                "a control-character key above bad numbers",
+                format!(
+                    r#"{{"parameters": {{"{control_key}": [{}]}}}}"#,
+                    vec!["1e999"; (MAX_BODY_BYTES - 30_100) / 6].join(",")
+                ),
+            ));
+            bodies.push((
+                "many small keys",
+                filled(r#"{"parameters": {"#, |i| format!(r#""{i}":0"#), "}}"),
+            ));
+            bodies.push((
+                "many small numbers",
+                filled(r#"{"parameters": {"a": ["#, same("0"), "]}}"),
+            ));
+            bodies.push((
+                "many nulls and empty strings",
+                filled(
+                    r#"{"parameters": {"a": ["#,
+                    |i| if i % 2 == 0 { "null".into() } else { r#""""#.into() },
+                    "]}}",
+                ),
+            ));
+            bodies.push((
+                "many objects of one long key",
+                filled(
+                    r#"{"parameters": {"a": ["#,
+                    |i| format!(r#"{{"{i}{}":[]}}"#, "k".repeat(40)),
+                    "]}}",
+                ),
+            ));
+            bodies.push((
+                "many empty objects",
+                filled(r#"{"parameters": {"a": ["#, same("{}"), "]}}"),
+            ));
+            bodies.push((
+                "deep parameters, many times",
+                filled(
+                    r#"{"parameters": {"a": ["#,
+                    same(&format!("{}{}", "[".repeat(120), "]".repeat(120))),
+                    "]}}",
+                ),
+            ));
+            bodies.push((
+                "many empty keys",
+                filled(r#"{"parameters": {"a": ["#, same(r#"{"":0}"#), "]}}"),
+            ));
+            // The largest body that is stored: the success path's copies.
+            bodies.push((
+                "largest valid parameters",
+                format!(r#"{{"parameters": {{"a": [{}]}}}}"#, vec!["1"; 8_000].join(",")),
+            ));
+        }
+    }
+    bodies
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_allocates_a_small_multiple_of_its_body_and_errors_stay_small() {
+    const PROJECT: &str = "5f0c8a7e-3b1d-4e2f-9a6b-7c8d9e0f1a2b";
+    let mut report = Vec::new();
+    for route in Route::ALL {
+        let app = memory_app(Policy::default());
+        let id = uuid::Uuid::new_v4().to_string();
+        assert!(app.store.put(route.table(), route.item(PROJECT, &id)));
+        let project = route.scoped().then_some(PROJECT);
+        for (case, body) in bodies(route) {
+            assert!(body.len() <= MAX_BODY_BYTES, "{case}: {} bytes", body.len());
+            assert!(serde_json::from_str::<Value>(&body).is_ok(), "{case}: not JSON");
+            let event = Event::put(route, &id, project)
+                .body(body.clone())
+                .to_json()
+                .to_string();
+
+            ALLOCATOR.reset_peak_memory();
+            let response = match serde_json::from_str::<Value>(&event) {
+                Ok(event) => route.respond(&app, event).await,
+                Err(error) => panic!("{case}: event not JSON: {error}"),
+            };
+            let peak = ALLOCATOR.get_peak_memory();
+
+            let text = response
+                .body
+                .as_ref()
+                .map(|b| b.as_ref().to_vec())
+                .unwrap_or_default();
+            let answer: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let status = response.status_code;
+            report.push(format!(
+                "{route:?} {case}: body {} B, peak {} KiB ({:.1}x body), {status}, response {} B",
+                body.len(),
+                peak / 1024,
+                peak as f64 / body.len() as f64,
+                text.len()
+            ));
+            assert!(
+                peak <= BODY_MULTIPLE * body.len() + BASE_BYTES,
+                "{route:?} {case}: {peak} bytes for a body of {}",
+                body.len()
+            );
+            assert!(status != 500, "{route:?} {case}: {answer}");
+            if status != 200 {
+                // An error: small, and every path short.
+                assert!(
+                    text.len() <= MAX_FIELD_ERRORS_BYTES + 1024,
+                    "{route:?} {case}: {} B",
+                    text.len()
+                );
+                for field in answer["errorDetails"]["fields"].as_array().into_iter().flatten() {
+                    let path = field["field"].as_str().unwrap_or_default();
+                    let written = serde_json::to_string(path).map_or(usize::MAX, |json| json.len() - 2);
+                    assert!(written <= MAX_FIELD_PATH_BYTES, "{route:?} {case}: {path:?}");
+                }
+            }
+        }
+    }
+    // The measured figures, for BENCHMARKS.md and reviews (--nocapture).
+    println!("{}", report.join("\n"));
+}

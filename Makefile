@@ -18,21 +18,22 @@ export SAM_CLI_TELEMETRY := 0
 FN ?=
 EVENT ?=
 
-.PHONY: invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: lambda-test invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-run: dynamodb-local ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records
-	cargo build --locked -p local-api
-	scripts/run-local.sh
+LAMBDA ?=
+run: dynamodb-local $(if $(filter 1,$(LAMBDA)),$(TOOLS)) ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
+	cargo build --locked -p local-api $(if $(filter 1,$(LAMBDA)),$(addprefix -p ,$(FUNCTIONS)))
+	LAMBDA='$(LAMBDA)' scripts/run-local.sh
 
 invoke: $(TOOLS) dynamodb-local ## Run a function under AWS's Runtime Interface Emulator: make invoke FN=update-model EVENT=events/update-model/200-switch-provider.json
 	@[ -n "$(FN)" ] && [ -n "$(EVENT)" ] || { echo "usage: make invoke FN=<function> EVENT=events/<function>/<file>.json" >&2; exit 2; }
 	cargo build --locked -p $(FN) -p local-api
 	FN='$(FN)' EVENT='$(EVENT)' scripts/invoke.sh
 
-test: check validate unit events-rie-test api-test events-test clients package ## Every check and test (what CI runs)
+test: check validate unit events-rie-test api-test events-test clients lambda-test package ## Every check and test (what CI runs)
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -79,6 +80,12 @@ $(CLIENT_TOOLS): tools/clients/package-lock.json
 	npm ci --prefix tools/clients --no-audit --no-fund --loglevel=error
 	touch $@
 
+lambda-test: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## The acceptance runs against local-api again, with the real function binaries under the Runtime Interface Emulator
+	cargo build --locked $(addprefix -p ,$(FUNCTIONS)) -p local-api
+	LAMBDA=1 scripts/api-test.sh
+	LAMBDA=1 scripts/events-test.sh
+	LAMBDA=1 scripts/clients-test.sh
+
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
 	cargo build --locked --release -p update-model -p agent-server-bench
@@ -91,10 +98,17 @@ bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, mem
 	touch $@
 
 FUZZ_SECONDS ?= 600
-fuzz: ## Fuzz body parsing and validation for FUZZ_SECONDS (default 600); not part of make test
+# A libFuzzer bound on memory: the process's RSS (ASan's shadow included) and
+# any single allocation; a request that breaks either is a finding.
+FUZZ_LIMITS = -rss_limit_mb=1024 -malloc_limit_mb=64
+fuzz: ## Fuzz bodies, then whole Lambda events, for FUZZ_SECONDS each (default 600); not part of make test
 	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+	mkdir -p fuzz/corpus/body fuzz/corpus/event
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run body corpus/body corpus-seed -- \
-	  -dict=json.dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
+	  -dict=json.dict -max_total_time=$(FUZZ_SECONDS) $(FUZZ_LIMITS) -print_final_stats=1
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run event corpus/event ../events/update-api-key \
+	  ../events/update-mcp-server ../events/update-model -- -dict=json.dict -max_len=70000 \
+	  -max_total_time=$(FUZZ_SECONDS) $(FUZZ_LIMITS) -print_final_stats=1
 
 tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-lambda
 

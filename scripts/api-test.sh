@@ -5,7 +5,7 @@
 # OpenAPI examples name, so positive cases reach real records.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-log_dir="$root/target/api-test"
+log_dir="$root/target/api-test${LAMBDA:+-lambda}"
 export API_TEST_EXAMPLES="${API_TEST_EXAMPLES:-150}" API_TEST_SEED="${API_TEST_SEED:-20261121}" root log_dir
 
 # Single quotes: API_URL is only known inside with-local-api.sh.

@@ -33,5 +33,5 @@ PATH="$venv/bin:$PATH" "$venv/bin/openapi-python-client" generate --path "$root/
 "$node_bin/tsc" --version
 "$node_bin/tsc" --noEmit -p "$root/tools/clients/tsconfig.json"
 
-PYTHONPATH="$out/python" "$root/scripts/with-local-api.sh" "$out/live" \
+PYTHONPATH="$out/python" "$root/scripts/with-local-api.sh" "$out/live${LAMBDA:+-lambda}" \
   "$venv/bin/python" "$root/tools/clients/live_test.py" -v

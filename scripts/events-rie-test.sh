@@ -42,9 +42,6 @@ for fn in update-api-key update-mcp-server update-model; do
       failed=$((failed + 1)); echo "FAIL $fn/$name -> $got, want $want"
     fi
   done
-  # One emulator at a time (see rie_start).
-  kill "$rie_pid" 2>/dev/null || true
-  wait "$rie_pid" 2>/dev/null || true
 done
 echo "events under the RIE: $passed passed, $failed failed"
 [[ $failed -eq 0 && $passed -gt 0 ]]

@@ -1,6 +1,6 @@
-# Sourced by scripts/invoke.sh and scripts/events-rie-test.sh: where AWS's
-# Lambda Runtime Interface Emulator is, how each function is configured
-# under it (as template.yaml configures it on AWS), and loopback ports.
+# Sourced by the scripts that run functions or servers: where AWS's Lambda
+# Runtime Interface Emulator is, how each function is configured under it (as
+# template.yaml configures it on AWS), and loopback ports.
 
 # The emulator for this machine, shipped in .venv's aws-sam-cli wheel; exits
 # (never skips) if it is missing.
@@ -15,7 +15,8 @@ rie_path() {
 
 # Starts function $2 (target/debug/$2) under emulator $1 on 127.0.0.1:$3 with
 # its own table's variable only and 128 MB, logging to $4; prints its pid.
-# The emulator's own Runtime API always binds 127.0.0.1:9001: one at a time.
+# Each emulator's Runtime API (the function's side) gets a free port of its
+# own, so several emulators can run at once.
 rie_start() {
   local rie="$1" fn="$2" port="$3" log="$4" root table_env
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,8 @@ rie_start() {
     *) echo "no such function: $fn" >&2; return 2 ;;
   esac
   env "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
-    "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" "$root/target/debug/$fn" >"$log" 2>&1 &
+    "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
+    --runtime-api-address "127.0.0.1:$(free_port)" "$root/target/debug/$fn" >"$log" 2>&1 &
   echo $!
 }
 
@@ -38,4 +40,23 @@ rie_invoke() {
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_open() { for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done; return 1; }
+wait_open() {
+  for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done
+  echo "nothing listens on port $1 after 60 s" >&2; return 1
+}
+
+# Starts the three functions under emulator $1, logging to $2/<function>.log;
+# appends their pids to the caller's `pids` array and sets `rie_flags` to
+# local-api's --rie arguments for them. The environment (DynamoDB endpoint,
+# region, credentials, ALLOW_PRIVATE_ENDPOINTS) must be exported first.
+rie_start_all() {
+  local rie="$1" log_dir="$2" fn port
+  rie_flags=()
+  for fn in update-api-key update-mcp-server update-model; do
+    [[ -x "$root/target/debug/$fn" ]] || { echo "build $fn first (cargo build -p $fn)" >&2; return 1; }
+    port="$(free_port)"
+    pids+=("$(rie_start "$rie" "$fn" "$port" "$log_dir/$fn.log")")
+    wait_open "$port" || { cat "$log_dir/$fn.log" >&2; return 1; }
+    rie_flags+=(--rie "$fn=127.0.0.1:$port")
+  done
+}

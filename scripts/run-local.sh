@@ -3,21 +3,24 @@
 # tables and sample records, then local-api on $API_ADDR (default
 # 127.0.0.1:3000), behind the JWT authorizer emulation with a secret made
 # for this run (local-api prints development tokens signed with it).
-# Ctrl-C, SIGTERM or SIGHUP stops everything this script started.
+# With LAMBDA=1 local-api invokes the three real function binaries, each
+# under AWS's Lambda Runtime Interface Emulator, as `sam local start-api`
+# does in containers. Ctrl-C, SIGTERM or SIGHUP stops everything this script
+# started.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/rie.sh
+source "$root/scripts/rie.sh"
 dynamodb_port="${DYNAMODB_PORT:-8000}"
 api_addr="${API_ADDR:-127.0.0.1:3000}"
 api_port="${api_addr##*:}"
 
-in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-if in_use "$dynamodb_port"; then
+if is_open "$dynamodb_port"; then
   echo "make run: port $dynamodb_port is already in use (another make run or DynamoDB Local?)." >&2
   echo "          Stop it, or choose another port: make run DYNAMODB_PORT=8001" >&2
   exit 1
 fi
-if in_use "$api_port"; then
+if is_open "$api_port"; then
   echo "make run: port $api_port is already in use (another make run or local-api?)." >&2
   echo "          Stop it, or choose another address: make run API_ADDR=127.0.0.1:3001" >&2
   exit 1
@@ -28,9 +31,11 @@ mkdir -p "$root/target"
 "$root/tools/dynamodb-local/run" "$dynamodb_port" >"$log" 2>&1 &
 dynamodb_pid=$!
 api_pid=
+pids=()
 cleanup() {
-  # local-api first, so nothing answers after its database is gone.
+  # local-api first, so nothing answers after its functions or database are gone.
   [[ -n "$api_pid" ]] && kill "$api_pid" 2>/dev/null || true
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   kill "$dynamodb_pid" 2>/dev/null || true
   wait 2>/dev/null || true
 }
@@ -41,11 +46,11 @@ trap 'exit 129' HUP
 
 echo "make run: starting DynamoDB Local on 127.0.0.1:$dynamodb_port (log: target/dynamodb-local.log)" >&2
 for _ in $(seq 1 120); do
-  in_use "$dynamodb_port" && break
+  is_open "$dynamodb_port" && break
   kill -0 "$dynamodb_pid" 2>/dev/null || { echo "make run: DynamoDB Local failed to start:" >&2; tail -n 20 "$log" >&2; exit 1; }
   sleep 0.25
 done
-in_use "$dynamodb_port" || { echo "make run: DynamoDB Local did not open port $dynamodb_port in 30 s" >&2; exit 1; }
+is_open "$dynamodb_port" || { echo "make run: DynamoDB Local did not open port $dynamodb_port in 30 s" >&2; exit 1; }
 
 # DynamoDB Local accepts any credentials; these only satisfy the SDK.
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port"
@@ -55,7 +60,13 @@ export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export ALLOW_PRIVATE_ENDPOINTS=true
 # A fresh HS256 secret each run: tokens from an earlier run stop working.
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-"$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" &
+rie_flags=()
+if [[ "${LAMBDA:-}" == 1 ]]; then
+  rie="$(rie_path "$root")"
+  rie_start_all "$rie" "$root/target"
+  echo "make run: the functions run under AWS's Runtime Interface Emulator (logs: target/update-*.log)" >&2
+fi
+"$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" "${rie_flags[@]}" &
 api_pid=$!
 # `wait` returns when a trapped signal arrives, so the trap runs at once.
 wait "$api_pid"

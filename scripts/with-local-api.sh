@@ -8,19 +8,19 @@
 # DYNAMODB_URL to the DynamoDB Local endpoint, and stops both, whatever
 # COMMAND's outcome. Exits with COMMAND's
 # status; fails at once if either server does not start. The servers' logs
-# go to LOG_DIR. Used by make api-test and make clients.
+# go to LOG_DIR. Used by make api-test, make clients and make events-test.
+#
+# With LAMBDA=1, local-api invokes the three real function binaries
+# (target/debug/update-*, built beforehand), each under AWS's Lambda Runtime
+# Interface Emulator, instead of running their code itself.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [[ $# -ge 2 ]] || { echo "usage: $0 LOG_DIR COMMAND [ARG...]" >&2; exit 2; }
 log_dir="$1"
 shift
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_open() {
-  for _ in $(seq 1 240); do is_open "$1" && return 0; sleep 0.25; done
-  echo "with-local-api: nothing listens on port $1 after 60 s" >&2; return 1
-}
+# shellcheck source=scripts/rie.sh
+source "$root/scripts/rie.sh"
 
 [[ -x "$root/target/debug/local-api" ]] || { echo "with-local-api: build local-api first (cargo build -p local-api)" >&2; exit 1; }
 dynamodb_port="$(free_port)"
@@ -38,9 +38,15 @@ wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; ex
 # gets a token granting every project (API_TOKEN) and the secret, to mint
 # narrower ones (target/debug/local-api token --jwt-secret ...).
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" AWS_REGION=us-east-1 \
-AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true \
-  "$root/target/debug/local-api" --setup --addr "127.0.0.1:$api_port" --jwt-secret "$jwt_secret" \
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" AWS_REGION=us-east-1 \
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
+rie_flags=()
+if [[ "${LAMBDA:-}" == 1 ]]; then
+  rie="$(rie_path "$root")"
+  rie_start_all "$rie" "$log_dir"
+  echo "with-local-api: the functions run under the Runtime Interface Emulator (LAMBDA=1)" >&2
+fi
+"$root/target/debug/local-api" --setup --addr "127.0.0.1:$api_port" --jwt-secret "$jwt_secret" "${rie_flags[@]}" \
   >"$log_dir/local-api.log" 2>&1 &
 pids+=($!)
 wait_open "$api_port" || { tail -n 20 "$log_dir/local-api.log" >&2; exit 1; }

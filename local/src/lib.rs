@@ -1,16 +1,18 @@
 //! The local API: the three update handlers served over HTTP, the way API
 //! Gateway would call them, for running and testing without AWS or Docker.
 //!
-//! [`route`] maps a path to its function's handler and does what API
-//! Gateway would: authenticate ([`gateway`]), then fill in the `{id}` path
-//! parameter, the parsed query string, a request id and the authorizer
-//! context; [`serve`] is a plain HTTP/1.1 server around it.
+//! [`route`] maps a path to its function and does what API Gateway would:
+//! authenticate ([`gateway`]), turn the request into the payload 2.0 event
+//! ([`event`]), invoke the function ([`functions`]: in this process, or
+//! the real binary under the Runtime Interface Emulator) and turn its
+//! answer back into HTTP; [`serve`] is a plain HTTP/1.1 server around it.
 
+pub mod event;
+pub mod functions;
 pub mod gateway;
 pub mod samples;
 pub mod setup;
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
@@ -19,17 +21,14 @@ use std::time::{Duration, Instant};
 use agent_server_shared::envelope;
 use agent_server_shared::handler::{AccessEntry, access_log};
 use agent_server_shared::{ApiError, ApiKey, App, McpServer, Model, Request, Response, Store, lambda};
+use functions::Functions;
 use gateway::Authorizer;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use lambda_http::aws_lambda_events::apigw::{
-    ApiGatewayV2httpRequestContext, ApiGatewayV2httpRequestContextHttpDescription,
-};
-use lambda_http::request::RequestContext;
-use lambda_http::{Body, Context, RequestExt};
+use lambda_http::{Body, Context};
 use tokio::net::TcpListener;
 
 /// Where every route lives.
@@ -42,14 +41,16 @@ pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 /// How long in-flight requests get to finish after Ctrl-C.
 const DRAIN_TIME: Duration = Duration::from_secs(5);
 
-/// What the local API serves: the functions' app, behind API Gateway's
+/// What the local API serves: the functions, behind API Gateway's
 /// authorizer.
 #[derive(Debug)]
 pub struct LocalApi<S> {
-    /// The app every route's function runs with.
+    /// The app every route's function runs with in this process.
     pub app: App<S>,
     /// How requests are authenticated.
     pub authorizer: Authorizer,
+    /// Where the functions run.
+    pub functions: Functions,
 }
 
 /// Routes one request to its handler, as API Gateway would: the route
@@ -73,52 +74,50 @@ pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response 
         log(&request, &response, started, &request_id);
         return response;
     };
-    let query = parse_query(request.uri().query().unwrap_or_default());
     let id = percent_encoding::percent_decode_str(id)
         .decode_utf8_lossy()
         .into_owned();
-    let mut http = ApiGatewayV2httpRequestContextHttpDescription::default();
-    http.method = request.method().clone();
-    http.path = Some(path.clone());
-    let mut context = ApiGatewayV2httpRequestContext::default();
-    context.route_key = Some(format!("PUT {PREFIX}{collection}/{{id}}"));
-    context.request_id = Some(request_id.clone());
-    context.authorizer = Some(authorizer);
-    context.http = http;
-    let mut lambda_context = Context::default();
-    lambda_context.request_id = request_id;
-    let request = request
-        .with_path_parameters(HashMap::from([("id".to_string(), id)]))
-        .with_query_string_parameters(query)
-        .with_request_context(RequestContext::ApiGatewayV2(context))
-        .with_lambda_context(lambda_context);
-    // The functions' own guarded entry, so a panic is a 500 envelope here
-    // exactly as on Lambda.
-    let app = &local.app;
-    match collection {
-        "api-keys" => lambda::handle::<ApiKey, S>(app, request).await,
-        "mcp-servers" => lambda::handle::<McpServer, S>(app, request).await,
-        _ => lambda::handle::<Model, S>(app, request).await,
-    }
+    let route_key = format!("PUT {PREFIX}{collection}/{{id}}");
+    let event = event::of_request(
+        &request,
+        event::Gateway {
+            route_key: &route_key,
+            id: &id,
+            authorizer: &authorizer,
+            request_id: &request_id,
+            time: chrono::Utc::now(),
+        },
+    );
+    let answer = match &local.functions {
+        // The functions' own entry, event reading and guard included, so
+        // a panic is a 500 envelope here exactly as on Lambda.
+        Functions::InProcess => {
+            let mut context = Context::default();
+            context.request_id = request_id.clone();
+            let app = &local.app;
+            match collection {
+                "api-keys" => lambda::respond::<ApiKey, S>(app, event, context).await,
+                "mcp-servers" => lambda::respond::<McpServer, S>(app, event, context).await,
+                _ => lambda::respond::<Model, S>(app, event, context).await,
+            }
+        }
+        Functions::Emulated(emulators) => match emulators.invoke(collection, &event).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::error!(%error, request_id, "invocation failed");
+                let response = event::failure(error.status());
+                log(&request, &response, started, &request_id);
+                return response;
+            }
+        },
+    };
+    event::into_response(answer)
 }
 
 /// `/api/agent-server/{collection}/{id}` with a non-empty id.
 fn split_path(path: &str) -> Option<(&str, &str)> {
     let (collection, id) = path.strip_prefix(PREFIX)?.split_once('/')?;
     (!id.is_empty() && !id.contains('/')).then_some((collection, id))
-}
-
-/// The query string as API Gateway hands it to `lambda_http`: every value
-/// of a repeated name kept.
-fn parse_query(raw: &str) -> HashMap<String, Vec<String>> {
-    let mut query: HashMap<String, Vec<String>> = HashMap::new();
-    for (name, value) in url::form_urlencoded::parse(raw.as_bytes()) {
-        query
-            .entry(name.into_owned())
-            .or_default()
-            .push(value.into_owned());
-    }
-    query
 }
 
 fn unrouted(request: &Request, error: ApiError, started: Instant, request_id: &str) -> Response {
@@ -230,12 +229,5 @@ mod tests {
         assert_eq!(split_path("/api/agent-server/models"), None);
         assert_eq!(split_path("/api/agent-server/models/a/b"), None);
         assert_eq!(split_path("/api/other/models/a"), None);
-    }
-
-    #[test]
-    fn repeated_query_names_keep_every_value() {
-        let query = parse_query("project_id=a&x=1&project_id=b%20c");
-        assert_eq!(query["project_id"], ["a", "b c"]);
-        assert_eq!(query["x"], ["1"]);
     }
 }

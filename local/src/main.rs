@@ -10,17 +10,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_server_shared::App;
+use local_api::functions::{Emulators, Functions};
 use local_api::gateway::{self, Authorizer, JwtAuthorizer};
 use local_api::{LocalApi, samples, serve, setup};
 use tokio::net::TcpListener;
 
-const USAGE: &str = "usage: local-api [--addr HOST:PORT] [--setup] AUTH
+const USAGE: &str = "usage: local-api [--addr HOST:PORT] [--setup] [--rie FUNCTION=HOST:PORT]... AUTH
        local-api token --jwt-secret SECRET [--projects IDS] [--sub SUB] [--minutes N]
 
 Serves PUT /api/agent-server/{api-keys,mcp-servers,models}/{id} over HTTP.
   --addr HOST:PORT      where to listen (default 127.0.0.1:3000)
   --setup               create the tables and load the sample records first
   --setup-only          create the tables, load the sample records, and exit
+  --rie FUNCTION=HOST:PORT
+                        invoke FUNCTION (update-api-key, update-mcp-server,
+                        update-model; give all three) under the Lambda Runtime
+                        Interface Emulator listening there, instead of in
+                        this process
 AUTH, as API Gateway's JWT authorizer (exactly one of):
   --jwt-secret SECRET   HS256 tokens signed with SECRET
   --jwks FILE           RS256/ES256 tokens signed by a key of this JWKS file
@@ -51,6 +57,7 @@ struct Options {
     auth: Option<Auth>,
     issuer: Option<String>,
     audiences: Vec<String>,
+    emulators: Vec<String>,
 }
 
 fn options() -> Result<Options, String> {
@@ -61,6 +68,7 @@ fn options() -> Result<Options, String> {
         auth: None,
         issuer: None,
         audiences: Vec::new(),
+        emulators: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     let set_auth = |auth: &mut Option<Auth>, value: Auth| {
@@ -79,6 +87,9 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--addr: not HOST:PORT: {value}"))?;
             }
             "--setup" => options.setup = true,
+            "--rie" => options
+                .emulators
+                .push(args.next().ok_or("--rie needs FUNCTION=HOST:PORT")?),
             "--setup-only" => options.setup_only = true,
             "--jwt-secret" => {
                 let secret = args.next().ok_or("--jwt-secret needs a secret")?;
@@ -170,6 +181,13 @@ async fn main() -> ExitCode {
 async fn run(options: Options) -> Result<(), String> {
     let app = App::from_env().await.map_err(|e| e.to_string())?;
     let authorizer = authorizer(&options)?;
+    let functions = if options.emulators.is_empty() {
+        Functions::InProcess
+    } else {
+        Functions::Emulated(Box::new(Emulators::new(
+            options.emulators.iter().map(String::as_str),
+        )?))
+    };
     if options.setup || options.setup_only {
         setup::prepare(app.store.client(), &app.settings.tables, Duration::from_secs(30))
             .await
@@ -204,7 +222,12 @@ async fn run(options: Options) -> Result<(), String> {
         }
         tracing::info!("shutting down");
     };
-    serve(listener, Arc::new(LocalApi { app, authorizer }), shutdown)
+    let local = LocalApi {
+        app,
+        authorizer,
+        functions,
+    };
+    serve(listener, Arc::new(local), shutdown)
         .await
         .map_err(|e| e.to_string())
 }

@@ -388,6 +388,7 @@ pub async fn serve_local_api<S: Store + Clone + 'static>(
     let local = LocalApi {
         app: Arc::unwrap_or_clone(app),
         authorizer: Authorizer::Open,
+        functions: local_api::functions::Functions::InProcess,
     };
     serve_local_api_with(local, shutdown).await
 }

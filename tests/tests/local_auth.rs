@@ -48,6 +48,7 @@ async fn serve(authorizer: JwtAuthorizer) -> String {
         authorizer: Authorizer::Jwt(Box::new(
             authorizer.issuer(ISSUER).audiences(vec![AUDIENCE.into()]),
         )),
+        functions: local_api::functions::Functions::InProcess,
     };
     serve_local_api_with(local, std::future::pending::<()>()).await.0
 }

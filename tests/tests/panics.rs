@@ -152,6 +152,7 @@ async fn a_panic_behind_the_local_api_answers_500() {
     let local = local_api::LocalApi {
         app: app(false),
         authorizer: local_api::gateway::Authorizer::Open,
+        functions: local_api::functions::Functions::InProcess,
     };
     let response = local_api::route(&local, request).await;
     assert_internal(&response, None);

@@ -1,0 +1,159 @@
+//! Where the local API sends an event: into the functions' code in this
+//! process, or to the real function binaries, each running under AWS's
+//! Lambda Runtime Interface Emulator (`make run LAMBDA=1`), the way
+//! `sam local start-api` runs them in containers.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use lambda_http::http::{Method, Request, StatusCode, Uri, header};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+/// The path the emulator serves invocations on (the Lambda Invoke API's).
+const INVOKE_PATH: &str = "/2015-03-31/functions/function/invocations";
+
+/// API Gateway's integration timeout for HTTP APIs.
+const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest answer read from a function: Lambda's response limit.
+const MAX_ANSWER_BYTES: usize = 6 * 1024 * 1024;
+
+/// The functions, by the collection their route serves and the name of
+/// their binary.
+pub const FUNCTIONS: [(&str, &str); 3] = [
+    ("api-keys", "update-api-key"),
+    ("mcp-servers", "update-mcp-server"),
+    ("models", "update-model"),
+];
+
+/// How the local API reaches the functions.
+#[derive(Debug, Default)]
+pub enum Functions {
+    /// Their code, linked into this process.
+    #[default]
+    InProcess,
+    /// Their binaries under the Runtime Interface Emulator.
+    Emulated(Box<Emulators>),
+}
+
+/// The emulators' invoke URLs, one per function, in [`FUNCTIONS`]' order.
+#[derive(Debug)]
+pub struct Emulators {
+    urls: [Uri; 3],
+    /// An emulator runs one instance of its function, which takes one
+    /// invocation at a time (as one Lambda instance does); requests for
+    /// the same function wait their turn here.
+    turns: [Mutex<()>; 3],
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// Why an emulator gave no usable answer; API Gateway answers these
+/// itself.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    /// The emulator could not be reached or broke off.
+    #[error("the function could not be invoked: {0}")]
+    Unreachable(String),
+    /// No answer within the integration timeout.
+    #[error("the function did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The function failed (the emulator relays its error), or answered
+    /// something that is not a payload 2.0 response.
+    #[error("the function failed or answered no HTTP response: {0}")]
+    Failed(String),
+}
+
+impl InvokeError {
+    /// The status API Gateway answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unreachable(_) | Self::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl Emulators {
+    /// Emulators at `addresses`: `FUNCTION=HOST:PORT` for each of the
+    /// three functions, by binary name (`update-model=127.0.0.1:9003`).
+    pub fn new<'a>(addresses: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut urls: [Option<Uri>; 3] = Default::default();
+        for address in addresses {
+            let (function, host) = address
+                .split_once('=')
+                .ok_or_else(|| format!("--rie {address}: not FUNCTION=HOST:PORT"))?;
+            let index = FUNCTIONS
+                .iter()
+                .position(|(_, name)| *name == function)
+                .ok_or_else(|| format!("--rie {address}: no function named {function}"))?;
+            let url = format!("http://{host}{INVOKE_PATH}")
+                .parse()
+                .map_err(|_| format!("--rie {address}: not HOST:PORT"))?;
+            if urls[index].replace(url).is_some() {
+                return Err(format!("--rie: {function} given twice"));
+            }
+        }
+        let [Some(a), Some(b), Some(c)] = urls else {
+            let names: Vec<&str> = FUNCTIONS.iter().map(|(_, name)| *name).collect();
+            return Err(format!("--rie: give all three functions ({})", names.join(", ")));
+        };
+        Ok(Self {
+            urls: [a, b, c],
+            turns: Default::default(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        })
+    }
+
+    /// Invokes the function serving `collection` with `event`, as API
+    /// Gateway's Lambda integration does, and reads its payload 2.0 answer.
+    pub async fn invoke(
+        &self,
+        collection: &str,
+        event: &Value,
+    ) -> Result<ApiGatewayV2httpResponse, InvokeError> {
+        let index = FUNCTIONS
+            .iter()
+            .position(|(served, _)| *served == collection)
+            .ok_or_else(|| InvokeError::Failed(format!("no function serves {collection}")))?;
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(self.urls[index].clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(event.to_string())))
+            .map_err(|e| InvokeError::Unreachable(e.to_string()))?;
+        let exchange = async {
+            let _turn = self.turns[index].lock().await;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| InvokeError::Unreachable(e.to_string()))?;
+            let status = response.status();
+            let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| InvokeError::Unreachable(e.to_string()))?
+                .to_bytes();
+            Ok::<_, InvokeError>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(INTEGRATION_TIMEOUT, exchange)
+            .await
+            .map_err(|_| InvokeError::Timeout(INTEGRATION_TIMEOUT))??;
+        if !status.is_success() {
+            return Err(InvokeError::Failed(format!("the emulator answered {status}")));
+        }
+        // A function error comes back as {"errorType": …, "errorMessage": …}.
+        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| InvokeError::Failed(e.to_string()))?;
+        if answer.get("errorType").is_some() || answer.get("statusCode").is_none() {
+            let kind = answer["errorType"].as_str().unwrap_or("no statusCode").to_owned();
+            return Err(InvokeError::Failed(kind));
+        }
+        serde_json::from_value(answer).map_err(|e| InvokeError::Failed(e.to_string()))
+    }
+}

@@ -34,7 +34,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use lambda_http::aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use lambda_http::http::header::{HOST, SET_COOKIE};
-use lambda_http::http::{HeaderMap, HeaderName, Method};
+use lambda_http::http::{HeaderName, Method};
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Body, LambdaEvent, RequestExt, service_fn};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
@@ -142,33 +142,21 @@ const QUERY_ESCAPES: &AsciiSet = &CONTROLS
 pub fn request_from_event(event: Value, context: lambda_http::Context) -> Result<Request, ApiError> {
     let mut event: ApiGatewayV2httpRequest =
         serde_json::from_value(event).map_err(|_| ApiError::BadRequest)?;
-    let path = event.raw_path.clone().unwrap_or_default();
-    if !forms_url(
-        &event.headers,
-        event.request_context.domain_name.as_deref(),
-        &path,
-    ) {
-        event.headers.remove(FORWARDED_PROTO);
-        if !forms_url(
-            &event.headers,
-            event.request_context.domain_name.as_deref(),
-            &path,
-        ) {
-            event.headers.remove(HOST);
-            if !forms_url(
-                &event.headers,
-                event.request_context.domain_name.as_deref(),
-                &path,
-            ) {
-                event.request_context.domain_name = None;
-                if !forms_url(&event.headers, None, &path) {
-                    return Err(ApiError::BadRequest);
-                }
-            }
-        }
-    }
     if let Some(query) = &event.raw_query_string {
         event.raw_query_string = Some(utf8_percent_encode(query, QUERY_ESCAPES).to_string());
+    }
+    // Each step drops one value the URL is built from, until it builds.
+    let fallbacks: [fn(&mut ApiGatewayV2httpRequest); 3] = [
+        |event| drop(event.headers.remove(FORWARDED_PROTO)),
+        |event| drop(event.headers.remove(HOST)),
+        |event| event.request_context.domain_name = None,
+    ];
+    let mut fallbacks = fallbacks.iter();
+    while !forms_uri(&event) {
+        let Some(fallback) = fallbacks.next() else {
+            return Err(ApiError::BadRequest);
+        };
+        fallback(&mut event);
     }
     if event.is_base64_encoded
         && let Some(body) = &event.body
@@ -183,29 +171,55 @@ pub fn request_from_event(event: Value, context: lambda_http::Context) -> Result
     Ok(request.with_lambda_context(context))
 }
 
-/// Whether `lambda_http` can build the request's URL from these headers
-/// (or the domain name it falls back on) and `path`, and the URL keeps
-/// `path` as its path: a host such as `h/x?` parses, but moves the path.
-fn forms_url(headers: &HeaderMap, domain_name: Option<&str>, path: &str) -> bool {
+/// Whether `lambda_http` can build the request's URI from `event`, the
+/// way its conversion does: the path with the stage in front (unless the
+/// stage is `$default` or `AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH` is set),
+/// behind `X-Forwarded-Proto`'s scheme and the `Host` header's (or the
+/// domain name's) host, parsed and written out as a WHATWG URL, then the
+/// raw query; and the result must still parse as an `http::Uri` (a host
+/// such as `a}b` is a URL host, but no URI's) and keep the path (a host
+/// such as `h/x?` parses, but moves the path).
+fn forms_uri(event: &ApiGatewayV2httpRequest) -> bool {
+    let raw_path = event.raw_path.as_deref().unwrap_or_default();
+    let path = match event.request_context.stage.as_deref() {
+        _ if std::env::var_os("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH").is_some() => raw_path.to_owned(),
+        None | Some("$default") => raw_path.to_owned(),
+        Some(stage) if raw_path.starts_with(&format!("/{stage}/")) => raw_path.to_owned(),
+        Some(stage) => format!("/{stage}{raw_path}"),
+    };
     let Ok(relative) = Url::parse(&format!("http://localhost{path}")) else {
         return false;
     };
-    let host = headers
+    let host = event
+        .headers
         .get(HOST)
         .and_then(|value| value.to_str().ok())
-        .or(domain_name);
-    let Some(host) = host else {
-        return true;
+        .or(event.request_context.domain_name.as_deref());
+    let mut uri = match host {
+        None => relative.path().to_owned(),
+        Some(host) => {
+            let scheme = event
+                .headers
+                .get(FORWARDED_PROTO)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("https");
+            let Ok(url) = Url::parse(&format!("{scheme}://{host}{path}")) else {
+                return false;
+            };
+            if url.path() != relative.path()
+                || url.query() != relative.query()
+                || url.fragment() != relative.fragment()
+            {
+                return false;
+            }
+            url.to_string()
+        }
     };
-    let scheme = headers
-        .get(FORWARDED_PROTO)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("https");
-    Url::parse(&format!("{scheme}://{host}{path}")).is_ok_and(|url| {
-        url.path() == relative.path()
-            && url.query() == relative.query()
-            && url.fragment() == relative.fragment()
-    })
+    if let Some(query) = event.raw_query_string.as_deref().filter(|q| !q.is_empty()) {
+        uri.push('?');
+        uri.push_str(query);
+    }
+    lambda_http::http::Uri::try_from(uri).is_ok()
 }
 
 /// A response in the form API Gateway's HTTP API takes back from a function.

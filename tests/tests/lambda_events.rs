@@ -64,6 +64,29 @@ fn hostile(event: &Value) -> Vec<(&'static str, Value, u16)> {
             200,
         ),
         (
+            "host with braces",
+            with(&|e| e["headers"]["host"] = json!("abc}def.example")),
+            200,
+        ),
+        (
+            "host with a quote or backtick",
+            with(&|e| e["headers"]["host"] = json!("a\"b`c")),
+            200,
+        ),
+        (
+            "no host, domain with braces",
+            with(&|e| {
+                e["headers"].as_object_mut().map(|h| h.remove("host"));
+                e["requestContext"]["domainName"] = json!("x{y}.example");
+            }),
+            200,
+        ),
+        (
+            "stage with odd characters",
+            with(&|e| e["requestContext"]["stage"] = json!("a b}{:99999")),
+            200,
+        ),
+        (
             "bad host and domain",
             with(&|e| {
                 e["headers"]["host"] = json!("a b");
@@ -158,6 +181,8 @@ fn lambda_http_alone_panics_on_these_events() {
         "scheme 1nvalid",
         "scheme list",
         "host with a space",
+        "host with braces",
+        "no host, domain with braces",
         "raw query with space, quote and braces",
         "base64 flag on a body that is not base64",
     ] {

@@ -1,0 +1,75 @@
+//! Fuzzes the whole path a Lambda invocation takes: the raw bytes of an
+//! API Gateway HTTP API (payload 2.0) event, read as `lambda_runtime` reads
+//! them, then each function's own entry (`lambda::respond`: the event read
+//! into a request, the guarded handler) on an in-memory store that holds a
+//! record for the event's id and project.
+//!
+//! Beyond "never panics": every answer is the envelope, its `status` is the
+//! HTTP status, it is never a 500 (the store cannot fail here, so a 500
+//! could only come from the input), and no answer carries the stored
+//! `api_key`. The memory bound is libFuzzer's (`-rss_limit_mb`,
+//! `-malloc_limit_mb` in `make fuzz`).
+
+#![no_main]
+
+use std::sync::OnceLock;
+
+use agent_server_shared::rules::Policy;
+use integration_tests::{Route, memory_app};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+/// The stored secret of the seeded API key (see `Route::item`).
+const STORED_SECRET: &str = "sk-original-secret";
+
+/// The five keys of the envelope, and nothing else.
+const ENVELOPE: [&str; 5] = ["data", "error", "errorDetails", "message", "status"];
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    // lambda_runtime hands the function only events that are JSON; any
+    // other invocation fails in the runtime, before the function's code.
+    let Ok(event) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let id = event["pathParameters"]["id"].as_str().unwrap_or("").to_ascii_lowercase();
+    let project = event["queryStringParameters"]["project_id"]
+        .as_str()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    for route in Route::ALL {
+        let app = memory_app(Policy::default());
+        app.store.put(route.table(), route.item(&project, &id));
+        let response = runtime().block_on(route.respond(&app, event.clone()));
+        let status = response.status_code;
+        assert!(status != 500, "{route:?}: 500 for input");
+        let body = response.body.as_ref().map(|b| b.as_ref().to_vec()).unwrap_or_default();
+        let text = String::from_utf8(body).expect("the envelope is UTF-8");
+        let envelope: Value = serde_json::from_str(&text).expect("the answer is JSON");
+        let keys: Vec<&str> = envelope
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, ENVELOPE, "{route:?}: not the envelope: {text}");
+        assert_eq!(envelope["status"].as_i64(), Some(status), "{route:?}: {text}");
+        assert_eq!(envelope["error"].as_bool(), Some(status != 200), "{route:?}: {text}");
+        if status != 200 {
+            assert!(
+                envelope["errorDetails"]["code"].as_str().is_some_and(|c| !c.is_empty()),
+                "{route:?}: an error without a code: {text}"
+            );
+        }
+        assert!(!text.contains(STORED_SECRET), "{route:?}: the stored api_key in {text}");
+    }
+});

@@ -32,6 +32,6 @@ pub fn sample_update(round: usize) -> Update {
         ],
         expected_versions: None,
         now: agent_server_shared::handler::timestamp(),
-        readable: <agent_server_shared::Model as agent_server_shared::Resource>::READABLE,
+        fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
     }
 }

@@ -69,7 +69,7 @@ async fn apply<R: Resource, S: Store>(
         set,
         expected_versions,
         now: timestamp(),
-        readable: R::READABLE,
+        fields: R::FIELDS,
     };
     let item = app.store.update(update).await.map_err(|error| match error {
         StoreError::NotFound => ApiError::NotFound(R::NOUN),

@@ -104,6 +104,36 @@ pub fn string(item: &Item, name: &str) -> Result<Option<String>, ItemError> {
     }
 }
 
+/// A type a record field is stored as: its DynamoDB type, and how a
+/// stored item's attribute is read back as it.
+pub trait Attribute: Sized {
+    /// The stored type.
+    const KIND: Kind;
+    /// The attribute `name` of `item`; absent is `None`.
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError>;
+}
+
+impl Attribute for String {
+    const KIND: Kind = Kind::String;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        string(item, name)
+    }
+}
+
+impl Attribute for bool {
+    const KIND: Kind = Kind::Boolean;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        boolean(item, name)
+    }
+}
+
+impl Attribute for Map<String, Value> {
+    const KIND: Kind = Kind::Map;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        object(item, name)
+    }
+}
+
 /// A boolean attribute; absent is `None`.
 pub fn boolean(item: &Item, name: &str) -> Result<Option<bool>, ItemError> {
     match item.get(name) {

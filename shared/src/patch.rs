@@ -31,13 +31,13 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<P
         if errors.is_full() {
             break;
         }
-        if let Some((field, rule)) = R::FIELDS.iter().find(|(field, _)| field == name) {
+        if let Some((field, rule)) = R::settable(name) {
             let before = errors.len();
             rule.check(field, value, policy, &mut errors);
             if errors.len() == before {
-                patch.push((*field, item::to_attribute(value)));
+                patch.push((field, item::to_attribute(value)));
             }
-        } else if R::READ_ONLY.contains(&name.as_str()) {
+        } else if R::read_only().contains(&name.as_str()) {
             errors.push(FieldError::new(name, "read_only", "is read-only"));
         } else {
             errors.push(FieldError::new(

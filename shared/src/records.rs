@@ -1,13 +1,64 @@
-//! The three record kinds: what a request may change, and what a response
-//! returns (fields in the documented order).
+//! The three record kinds, each declared once: every field's name, stored
+//! type and what a request may do with it. The response record (fields in
+//! the documented order), the rules a body is checked by, the read-only
+//! fields and the reading of a stored item all follow from that one
+//! declaration ([`record!`]).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::item::{self, Item, ItemError, Kind};
+use crate::item::{Attribute, Item, ItemError, Kind};
 pub use crate::provider::ProviderType;
 use crate::rules::Rule;
 use crate::store::Table;
+use Access::{Kept, Key, Set, Stamp};
+
+/// Fields no request may set on any record kind, whether or not the kind
+/// has them (an API key has no `project_id`, yet a body naming it is told
+/// it is read-only, not unknown).
+pub const ALWAYS_READ_ONLY: [&str; 4] = ["id", "project_id", "created_at", "updated_at"];
+
+/// What a request may do with a field, and whether a response shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Part of the item's key: shown, never set by a request.
+    Key,
+    /// Written by every update (`updated_at`): shown, never set by a request.
+    Stamp,
+    /// Shown as stored; no request sets it (`created_at`).
+    Kept,
+    /// A request may set it, under this rule; responses show it.
+    Set(Rule),
+    /// A request may set it, under this rule; no response shows it.
+    WriteOnly(Rule),
+}
+
+/// One field of a record kind, as declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name, in bodies, responses and items alike.
+    pub name: &'static str,
+    /// What a request may do with it.
+    pub access: Access,
+    /// The type it is stored as.
+    pub kind: Kind,
+}
+
+impl Field {
+    /// The rule a request's value must meet, if a request may set it.
+    pub fn rule(&self) -> Option<Rule> {
+        match self.access {
+            Access::Set(rule) | Access::WriteOnly(rule) => Some(rule),
+            Key | Stamp | Kept => None,
+        }
+    }
+
+    /// Whether a response shows it, and an update that does not set it
+    /// keeps it: then its stored type must be the one the response needs.
+    pub fn is_kept_and_shown(&self) -> bool {
+        matches!(self.access, Kept | Set(_))
+    }
+}
 
 /// A record kind served by one update route.
 pub trait Resource: Serialize + Sized {
@@ -19,169 +70,138 @@ pub trait Resource: Serialize + Sized {
     const NOUN: &'static str;
     /// The success message.
     const UPDATED: &'static str;
-    /// The fields a request may set, each with its rule.
-    const FIELDS: &'static [(&'static str, Rule)];
-    /// Fields a response shows but a request may not set.
-    const READ_ONLY: &'static [&'static str];
-    /// The stored attributes a response shows besides the key, `updated_at`
-    /// and `version`, with the type each must have to be shown.
-    const READABLE: &'static [(&'static str, Kind)];
+    /// Every field: those a response shows in its order, then the
+    /// write-only ones.
+    const FIELDS: &'static [Field];
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;
-}
 
-/// A provider API key. The secret `api_key` has no field here, so no
-/// response can carry it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ApiKey {
-    /// Record id.
-    pub id: Option<String>,
-    /// Provider the key belongs to (read-only).
-    pub provider_type: Option<String>,
-    /// Display name.
-    pub name: Option<String>,
-    /// Whether agents may use the key.
-    pub enabled: Option<bool>,
-    /// Creation time.
-    pub created_at: Option<String>,
-    /// Time of the last write.
-    pub updated_at: Option<String>,
-}
+    /// The field a request may set under this name, with its rule.
+    fn settable(name: &str) -> Option<(&'static str, Rule)> {
+        Self::FIELDS
+            .iter()
+            .find(|field| field.name == name)
+            .and_then(|field| field.rule().map(|rule| (field.name, rule)))
+    }
 
-impl Resource for ApiKey {
-    const TABLE: Table = Table::ApiKeys;
-    const ROUTE: &'static str = "/api/agent-server/api-keys/{id}";
-    const NOUN: &'static str = "API key";
-    const UPDATED: &'static str = "API key updated successfully";
-    const FIELDS: &'static [(&'static str, Rule)] = &[
-        ("name", Rule::Text),
-        ("api_key", Rule::Secret),
-        ("enabled", Rule::Flag),
-    ];
-    const READ_ONLY: &'static [&'static str] =
-        &["id", "project_id", "created_at", "updated_at", "provider_type"];
-    const READABLE: &'static [(&'static str, Kind)] = &[
-        ("provider_type", Kind::String),
-        ("name", Kind::String),
-        ("enabled", Kind::Boolean),
-        ("created_at", Kind::String),
-    ];
-
-    fn from_item(item: &Item) -> Result<Self, ItemError> {
-        Ok(Self {
-            id: item::string(item, "id")?,
-            provider_type: item::string(item, "provider_type")?,
-            name: item::string(item, "name")?,
-            enabled: item::boolean(item, "enabled")?,
-            created_at: item::string(item, "created_at")?,
-            updated_at: item::string(item, "updated_at")?,
-        })
+    /// The fields a request is told are read-only: [`ALWAYS_READ_ONLY`],
+    /// then every other field of the kind no request may set.
+    fn read_only() -> Vec<&'static str> {
+        let own = Self::FIELDS.iter().filter(|field| field.rule().is_none());
+        let own = own
+            .map(|field| field.name)
+            .filter(|name| !ALWAYS_READ_ONLY.contains(name));
+        ALWAYS_READ_ONLY.into_iter().chain(own).collect()
     }
 }
 
-/// An MCP server connection.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct McpServer {
-    /// Record id.
-    pub id: Option<String>,
-    /// Owning project.
-    pub project_id: Option<String>,
-    /// Display name.
-    pub name: Option<String>,
-    /// Server URL.
-    pub endpoint: Option<String>,
-    /// HTTP headers sent to the server.
-    pub headers: Option<Map<String, Value>>,
-    /// Creation time.
-    pub created_at: Option<String>,
-    /// Time of the last write.
-    pub updated_at: Option<String>,
+/// Declares a record kind: the struct a response serialises (each field
+/// optional, in declaration order) and its [`Resource`] implementation,
+/// from one line per field: `name: StoredType = Access`. Write-only fields
+/// (never in a response) follow in `write_only { name: StoredType = Rule }`.
+macro_rules! record {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident in $table:expr, at $route:literal, named $noun:literal {
+            $( $(#[$field_meta:meta])* $field:ident: $ty:ty = $access:expr, )*
+        }
+        $( write_only { $( $secret:ident: $secret_ty:ty = $secret_rule:expr, )* } )?
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        pub struct $name {
+            $( $(#[$field_meta])* pub $field: Option<$ty>, )*
+        }
+
+        impl Resource for $name {
+            const TABLE: Table = $table;
+            const ROUTE: &'static str = $route;
+            const NOUN: &'static str = $noun;
+            const UPDATED: &'static str = concat!($noun, " updated successfully");
+            const FIELDS: &'static [Field] = &[
+                $( Field {
+                    name: stringify!($field),
+                    access: $access,
+                    kind: <$ty as Attribute>::KIND,
+                }, )*
+                $( $( Field {
+                    name: stringify!($secret),
+                    access: Access::WriteOnly($secret_rule),
+                    kind: <$secret_ty as Attribute>::KIND,
+                }, )* )?
+            ];
+
+            fn from_item(item: &Item) -> Result<Self, ItemError> {
+                Ok(Self {
+                    $( $field: <$ty as Attribute>::read(item, stringify!($field))?, )*
+                })
+            }
+        }
+    };
 }
 
-impl Resource for McpServer {
-    const TABLE: Table = Table::McpServers;
-    const ROUTE: &'static str = "/api/agent-server/mcp-servers/{id}";
-    const NOUN: &'static str = "MCP server";
-    const UPDATED: &'static str = "MCP server updated successfully";
-    const FIELDS: &'static [(&'static str, Rule)] = &[
-        ("name", Rule::Text),
-        ("endpoint", Rule::Endpoint),
-        ("headers", Rule::Headers),
-    ];
-    const READ_ONLY: &'static [&'static str] = &["id", "project_id", "created_at", "updated_at"];
-    const READABLE: &'static [(&'static str, Kind)] = &[
-        ("name", Kind::String),
-        ("endpoint", Kind::String),
-        ("headers", Kind::Map),
-        ("created_at", Kind::String),
-    ];
-
-    fn from_item(item: &Item) -> Result<Self, ItemError> {
-        Ok(Self {
-            id: item::string(item, "id")?,
-            project_id: item::string(item, "project_id")?,
-            name: item::string(item, "name")?,
-            endpoint: item::string(item, "endpoint")?,
-            headers: item::object(item, "headers")?,
-            created_at: item::string(item, "created_at")?,
-            updated_at: item::string(item, "updated_at")?,
-        })
+record! {
+    /// A provider API key. The secret `api_key` is write-only: the record
+    /// has no field for it, so no response can carry it.
+    pub struct ApiKey in Table::ApiKeys, at "/api/agent-server/api-keys/{id}", named "API key" {
+        /// Record id.
+        id: String = Key,
+        /// Provider the key belongs to (read-only).
+        provider_type: String = Kept,
+        /// Display name.
+        name: String = Set(Rule::Text),
+        /// Whether agents may use the key.
+        enabled: bool = Set(Rule::Flag),
+        /// Creation time.
+        created_at: String = Kept,
+        /// Time of the last write.
+        updated_at: String = Stamp,
+    }
+    write_only {
+        api_key: String = Rule::Secret,
     }
 }
 
-/// A model definition.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Model {
-    /// Record id.
-    pub id: Option<String>,
-    /// Owning project.
-    pub project_id: Option<String>,
-    /// Display name.
-    pub name: Option<String>,
-    /// The provider's model identifier.
-    pub model_id: Option<String>,
-    /// The provider.
-    pub provider_type: Option<String>,
-    /// Free-form model parameters.
-    pub parameters: Option<Map<String, Value>>,
-    /// Creation time.
-    pub created_at: Option<String>,
-    /// Time of the last write.
-    pub updated_at: Option<String>,
+record! {
+    /// An MCP server connection.
+    pub struct McpServer in Table::McpServers, at "/api/agent-server/mcp-servers/{id}", named "MCP server" {
+        /// Record id.
+        id: String = Key,
+        /// Owning project.
+        project_id: String = Key,
+        /// Display name.
+        name: String = Set(Rule::Text),
+        /// Server URL.
+        endpoint: String = Set(Rule::Endpoint),
+        /// HTTP headers sent to the server.
+        headers: Map<String, Value> = Set(Rule::Headers),
+        /// Creation time.
+        created_at: String = Kept,
+        /// Time of the last write.
+        updated_at: String = Stamp,
+    }
 }
 
-impl Resource for Model {
-    const TABLE: Table = Table::Models;
-    const ROUTE: &'static str = "/api/agent-server/models/{id}";
-    const NOUN: &'static str = "Model";
-    const UPDATED: &'static str = "Model updated successfully";
-    const FIELDS: &'static [(&'static str, Rule)] = &[
-        ("name", Rule::Text),
-        ("model_id", Rule::Text),
-        ("provider_type", Rule::Provider),
-        ("parameters", Rule::Parameters),
-    ];
-    const READ_ONLY: &'static [&'static str] = &["id", "project_id", "created_at", "updated_at"];
-    const READABLE: &'static [(&'static str, Kind)] = &[
-        ("name", Kind::String),
-        ("model_id", Kind::String),
-        ("provider_type", Kind::String),
-        ("parameters", Kind::Map),
-        ("created_at", Kind::String),
-    ];
-
-    fn from_item(item: &Item) -> Result<Self, ItemError> {
-        Ok(Self {
-            id: item::string(item, "id")?,
-            project_id: item::string(item, "project_id")?,
-            name: item::string(item, "name")?,
-            model_id: item::string(item, "model_id")?,
-            provider_type: item::string(item, "provider_type")?,
-            parameters: item::object(item, "parameters")?,
-            created_at: item::string(item, "created_at")?,
-            updated_at: item::string(item, "updated_at")?,
-        })
+record! {
+    /// A model definition.
+    pub struct Model in Table::Models, at "/api/agent-server/models/{id}", named "Model" {
+        /// Record id.
+        id: String = Key,
+        /// Owning project.
+        project_id: String = Key,
+        /// Display name.
+        name: String = Set(Rule::Text),
+        /// The provider's model identifier.
+        model_id: String = Set(Rule::Text),
+        /// The provider.
+        provider_type: String = Set(Rule::Provider),
+        /// Free-form model parameters.
+        parameters: Map<String, Value> = Set(Rule::Parameters),
+        /// Creation time.
+        created_at: String = Kept,
+        /// Time of the last write.
+        updated_at: String = Stamp,
     }
 }
 

@@ -239,13 +239,13 @@ impl Route {
         }
     }
 
-    /// The attributes the route's record shows, with their types.
-    pub fn readable(self) -> &'static [(&'static str, agent_server_shared::item::Kind)] {
+    /// The fields of the route's record kind.
+    pub fn fields(self) -> &'static [agent_server_shared::records::Field] {
         use agent_server_shared::{ApiKey, McpServer, Model, Resource};
         match self {
-            Self::ApiKeys => ApiKey::READABLE,
-            Self::McpServers => McpServer::READABLE,
-            Self::Models => Model::READABLE,
+            Self::ApiKeys => ApiKey::FIELDS,
+            Self::McpServers => McpServer::FIELDS,
+            Self::Models => Model::FIELDS,
         }
     }
 
@@ -305,9 +305,13 @@ impl Route {
     /// Calls the route's function handler on a request already read.
     pub async fn call<S: Store>(self, app: &App<S>, request: Request) -> Response {
         match self {
-            Self::ApiKeys => update_api_key::handle(app, request).await,
-            Self::McpServers => update_mcp_server::handle(app, request).await,
-            Self::Models => update_model::handle(app, request).await,
+            Self::ApiKeys => {
+                agent_server_shared::update::<agent_server_shared::ApiKey, S>(app, request).await
+            }
+            Self::McpServers => {
+                agent_server_shared::update::<agent_server_shared::McpServer, S>(app, request).await
+            }
+            Self::Models => agent_server_shared::update::<agent_server_shared::Model, S>(app, request).await,
         }
     }
 }

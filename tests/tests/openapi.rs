@@ -78,8 +78,12 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
         update,
         record,
         updated: R::UPDATED,
-        fields: R::FIELDS.iter().map(|(name, _)| *name).collect(),
-        read_only: R::READ_ONLY.to_vec(),
+        fields: R::FIELDS
+            .iter()
+            .filter(|field| field.rule().is_some())
+            .map(|field| field.name)
+            .collect(),
+        read_only: R::read_only(),
         scoped: R::TABLE.scoped_by_project(),
         record_fields: record_fields::<R>(),
     }

@@ -27,7 +27,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         ],
         expected_versions,
         now: "2026-11-21T14:55:00.123Z".into(),
-        readable: <agent_server_shared::Model as agent_server_shared::Resource>::READABLE,
+        fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
     }
 }
 

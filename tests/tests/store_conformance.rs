@@ -74,7 +74,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         set,
         expected_versions: None,
         now: "2026-11-21T14:55:00.123Z".into(),
-        readable: route.readable(),
+        fields: route.fields(),
     }
 }
 

@@ -1,4 +1,8 @@
-//! Lambda entry point for `update-api-key`: the shared runner, for ApiKey records.
+//! `PUT /api/agent-server/api-keys/{id}`: updates a
+//! provider API key (name, secret, enabled flag). The secret is write-only: no response, error or log line carries it.
+//!
+//! The Lambda entry point: the shared runner for ApiKey records. Every rule
+//! lives in `agent-server-shared`.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,8 @@
-//! Lambda entry point for `update-model`: the shared runner, for Model records.
+//! `PUT /api/agent-server/models/{id}?project_id=...`: updates a
+//! model definition (name, model_id, provider_type, parameters) within a project.
+//!
+//! The Lambda entry point: the shared runner for Model records. Every rule
+//! lives in `agent-server-shared`.
 
 use std::process::ExitCode;
 

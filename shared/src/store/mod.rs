@@ -18,6 +18,7 @@ pub use dynamo::{DynamoStore, MAX_ATTEMPTS, TIME_BUDGET};
 pub use memory::MemoryStore;
 
 use crate::item::{Item, Kind};
+use crate::records::Field;
 
 /// A record kind's table, with its key schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,10 +111,10 @@ pub struct Update {
     pub expected_versions: Option<Vec<u64>>,
     /// The new `updated_at`.
     pub now: String,
-    /// The attributes the response will show, with their types: the write
-    /// happens only if each one it keeps has its type (see
+    /// The record kind's fields: the write happens only if each one it
+    /// keeps and a response shows has its type (see
     /// [`crate::item::updatable`]).
-    pub readable: &'static [(&'static str, Kind)],
+    pub fields: &'static [Field],
 }
 
 impl Update {
@@ -121,10 +122,11 @@ impl Update {
     /// whose stored type decides whether the item may be updated. Both
     /// stores judge an item, and explain a refused write, by this list.
     pub fn kept(&self) -> Vec<(&'static str, Kind)> {
-        self.readable
+        self.fields
             .iter()
-            .filter(|(name, _)| !self.set.iter().any(|(set, _)| set == name))
-            .copied()
+            .filter(|field| field.is_kept_and_shown())
+            .filter(|field| !self.set.iter().any(|(set, _)| *set == field.name))
+            .map(|field| (field.name, field.kind))
             .collect()
     }
 }

@@ -17,6 +17,44 @@ pub const MAX_FIELD_ERRORS_BYTES: usize = 24 * 1024;
 /// copies a large part of the body however many there are.
 pub const MAX_FIELD_PATH_BYTES: usize = 128;
 
+/// Every `FieldError.code`: the one list openapi.yaml's enum is held to.
+/// A code not listed here fails every test that meets it (debug builds
+/// check each [`FieldError::new`]).
+pub const FIELD_CODES: [&str; 32] = [
+    "invalid_uuid",
+    "required",
+    "repeated",
+    "invalid_if_match",
+    "empty",
+    "invalid_utf8",
+    "syntax",
+    "not_object",
+    "invalid_type",
+    "too_short",
+    "too_long",
+    "blank",
+    "control_character",
+    "invalid_character",
+    "invalid_url",
+    "user_info",
+    "forbidden_host",
+    "private_host",
+    "too_many_entries",
+    "invalid_name",
+    "duplicate_name",
+    "invalid_value",
+    "invalid_enum",
+    "too_large",
+    "too_deep",
+    "empty_key",
+    "invalid_number",
+    "unknown_field",
+    "read_only",
+    "forbidden_name",
+    "reserved_key",
+    "too_many_values",
+];
+
 /// One problem with one input, named by its JSON path (`headers.Authorization`,
 /// `parameters.reasoning.effort`, `project_id`, `id`, `body`).
 ///
@@ -36,6 +74,7 @@ impl FieldError {
     /// Builds a field error; a `field` path longer than
     /// [`MAX_FIELD_PATH_BYTES`] as JSON is cut (copying only what is kept).
     pub fn new(field: &str, code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(FIELD_CODES.contains(&code), "{code} is not in FIELD_CODES");
         Self {
             field: short_path(field),
             code,
@@ -257,16 +296,16 @@ mod tests {
     #[test]
     fn long_paths_are_cut_short_ones_kept() {
         let exact = "p".repeat(MAX_FIELD_PATH_BYTES);
-        assert_eq!(FieldError::new(&exact, "c", "m").field, exact);
+        assert_eq!(FieldError::new(&exact, "too_long", "m").field, exact);
         let one_more = "p".repeat(MAX_FIELD_PATH_BYTES + 1);
-        assert!(FieldError::new(&one_more, "c", "m").field.ends_with('…'));
+        assert!(FieldError::new(&one_more, "too_long", "m").field.ends_with('…'));
         // Every kind of character, escaped or multi-byte, at every offset
         // of the cut: the written path never passes the limit, keeps as
         // much as fits, and is a prefix of the original.
         for filler in ["p", "é", "\u{1}", "\"", "\\", "\n", "😀", "\u{7f}", "\u{2028}"] {
             for lead in 0..4 {
                 let long = format!("{}{}", "a".repeat(lead), filler.repeat(70_000));
-                let field = FieldError::new(&format!("parameters.{long}"), "c", "m").field;
+                let field = FieldError::new(&format!("parameters.{long}"), "too_long", "m").field;
                 assert!(written(&field) <= MAX_FIELD_PATH_BYTES, "{filler:?} {lead}");
                 assert!(
                     written(&field) + 6 > MAX_FIELD_PATH_BYTES,
@@ -296,11 +335,11 @@ mod tests {
         let mut errors = FieldErrors::new();
         errors.push(FieldError::new(
             "a",
-            "c",
+            "too_long",
             "m".repeat(MAX_FIELD_ERRORS_BYTES - 100),
         ));
-        errors.push(FieldError::new("b", "c", "m".repeat(200)));
-        errors.push(FieldError::new("c", "c", "m"));
+        errors.push(FieldError::new("b", "too_long", "m".repeat(200)));
+        errors.push(FieldError::new("c", "too_long", "m"));
         assert_eq!(errors.len(), 1);
     }
 
@@ -308,7 +347,7 @@ mod tests {
     fn the_list_stops_at_its_limit() {
         let mut errors = FieldErrors::new();
         for _ in 0..MAX_FIELD_ERRORS * 3 {
-            errors.push(FieldError::new("f", "c", "m"));
+            errors.push(FieldError::new("f", "too_long", "m"));
         }
         assert!(errors.is_full());
         assert_eq!(errors.into_vec().len(), MAX_FIELD_ERRORS);

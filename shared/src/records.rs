@@ -229,22 +229,67 @@ mod tests {
         assert!(!json.contains("api_key"));
     }
 
+    /// A stored item holding every field of `R`, each with a value of its
+    /// stored type.
+    fn full_item<R: Resource>() -> Item {
+        use aws_sdk_dynamodb::types::AttributeValue as A;
+        R::FIELDS
+            .iter()
+            .map(|field| {
+                let value = match field.kind {
+                    Kind::String => A::S(field.name.to_uppercase()),
+                    Kind::Boolean => A::Bool(true),
+                    Kind::Map => A::M(Default::default()),
+                };
+                (field.name.to_string(), value)
+            })
+            .collect()
+    }
+
+    /// Every shown field is read from the item, and the record serialises
+    /// them in declaration order, write-only ones left out.
+    fn reads_and_orders<R: Resource>() {
+        // The text, not a Value: a Value's map may sort its keys.
+        let text = R::from_item(&full_item::<R>()).map(|r| serde_json::to_string(&r).unwrap_or_default());
+        let text = text.unwrap_or_default();
+        let record: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let shown: Vec<&str> = R::FIELDS
+            .iter()
+            .filter(|field| !matches!(field.access, Access::WriteOnly(_)))
+            .map(|field| field.name)
+            .collect();
+        let keys: Vec<&str> = record
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort_by_key(|key| shown.iter().position(|name| name == key));
+        assert_eq!(sorted_keys, shown, "{}", R::NOUN);
+        let order: Vec<usize> = shown
+            .iter()
+            .filter_map(|name| text.find(&format!("\"{name}\":")))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{}: {text}", R::NOUN);
+        for name in shown {
+            assert!(!record[name].is_null(), "{}: {name} not read", R::NOUN);
+        }
+    }
+
     #[test]
-    fn fields_serialise_in_documented_order() {
-        let model = Model {
-            id: Some("i".into()),
-            project_id: Some("p".into()),
-            name: Some("n".into()),
-            model_id: Some("m".into()),
-            provider_type: Some("xAI".into()),
-            parameters: Some(Map::new()),
-            created_at: Some("c".into()),
-            updated_at: Some("u".into()),
-        };
-        let json = serde_json::to_string(&model).unwrap_or_default();
+    fn every_declared_field_is_read_and_shown_in_order() {
+        reads_and_orders::<ApiKey>();
+        reads_and_orders::<McpServer>();
+        reads_and_orders::<Model>();
+    }
+
+    #[test]
+    fn read_only_fields_are_the_common_ones_and_those_no_request_sets() {
         assert_eq!(
-            json,
-            r#"{"id":"i","project_id":"p","name":"n","model_id":"m","provider_type":"xAI","parameters":{},"created_at":"c","updated_at":"u"}"#
+            ApiKey::read_only(),
+            ["id", "project_id", "created_at", "updated_at", "provider_type"]
         );
+        assert_eq!(Model::read_only(), ALWAYS_READ_ONLY);
+        assert_eq!(ApiKey::settable("api_key"), Some(("api_key", Rule::Secret)));
+        assert_eq!(ApiKey::settable("provider_type"), None);
     }
 }

@@ -150,7 +150,7 @@ fn records_list_their_fields_in_response_order() {
 #[test]
 fn each_route_documents_the_statuses_and_codes_it_can_return() {
     let doc = document();
-    let field = || FieldError::new("x", "x", "x");
+    let field = || FieldError::new("x", "required", "x");
     let errors = [
         ApiError::InvalidId(field()),
         ApiError::InvalidProjectId(field()),
@@ -322,4 +322,50 @@ fn headers_exclude_the_names_the_client_owns() {
     let doc = document();
     let headers = schema(&doc, "Headers");
     assert_eq!(headers["propertyNames"]["not"]["pattern"], expected.as_str());
+}
+
+#[test]
+fn every_limit_in_openapi_is_the_code_s() {
+    use agent_server_shared::error::{MAX_FIELD_ERRORS, MAX_FIELD_PATH_BYTES};
+    use agent_server_shared::rules::endpoint::MAX_URL_CHARS;
+    use agent_server_shared::rules::headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS};
+    use agent_server_shared::rules::text::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
+    let doc = document();
+    let number = |pointer: &str| doc.pointer(pointer).and_then(Value::as_u64).map(|n| n as usize);
+    let limits = [
+        ("/components/schemas/Text/maxLength", MAX_TEXT_CHARS),
+        ("/components/schemas/Secret/maxLength", MAX_SECRET_CHARS),
+        ("/components/schemas/Endpoint/maxLength", MAX_URL_CHARS),
+        ("/components/schemas/Headers/maxProperties", MAX_HEADERS),
+        (
+            "/components/schemas/Headers/additionalProperties/maxLength",
+            MAX_HEADER_VALUE_CHARS,
+        ),
+        ("/components/schemas/FieldErrors/maxItems", MAX_FIELD_ERRORS),
+        (
+            "/components/schemas/FieldError/properties/field/maxLength",
+            MAX_FIELD_PATH_BYTES,
+        ),
+    ];
+    for (pointer, limit) in limits {
+        assert_eq!(number(pointer), Some(limit), "{pointer}");
+    }
+    let name_pattern = schema(&doc, "Headers")["propertyNames"]["pattern"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        name_pattern.ends_with(&format!("{{1,{MAX_HEADER_NAME_CHARS}}}$")),
+        "{name_pattern}"
+    );
+}
+
+#[test]
+fn the_field_error_codes_are_the_code_s() {
+    use agent_server_shared::error::FIELD_CODES;
+    let doc = document();
+    let documented: BTreeSet<String> = strings(&schema(&doc, "FieldError")["properties"]["code"]["enum"])
+        .into_iter()
+        .collect();
+    let declared: BTreeSet<String> = FIELD_CODES.iter().map(|c| c.to_string()).collect();
+    assert_eq!(documented, declared);
 }

@@ -1,0 +1,146 @@
+//! Keeps the README's tables of rules and limits in step with the code:
+//! every field a request may set has a row in the field-rules table, each
+//! row states its rule's limits as the code's consts have them and lists
+//! only codes the code can emit, and the body and error-size limits are
+//! stated as they are.
+
+use agent_server_shared::error::{
+    FIELD_CODES, MAX_FIELD_ERRORS, MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES,
+};
+use agent_server_shared::json::MAX_BODY_VALUES;
+use agent_server_shared::records::{ApiKey, McpServer, Model, Resource};
+use agent_server_shared::request::MAX_BODY_BYTES;
+use agent_server_shared::rules::parameters::{MAX_NUMBER_EXPONENT, MIN_NUMBER_EXPONENT};
+use agent_server_shared::rules::{
+    MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES,
+    MAX_PARAMETERS_DEPTH, MAX_SECRET_CHARS, MAX_TEXT_CHARS, MAX_URL_CHARS,
+};
+use integration_tests::repo_root;
+
+fn readme() -> String {
+    let path = repo_root().join("README.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `n` with thousands separated by commas, as the README writes them.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The rows of the table under `### Field rules`, as cells.
+fn field_rows(readme: &str) -> Vec<Vec<String>> {
+    let section = readme
+        .split("### Field rules")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Field rules section"));
+    section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            line.trim_matches('|')
+                .split(" | ")
+                .map(|cell| cell.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The row whose first cell names `field`.
+fn row<'a>(rows: &'a [Vec<String>], field: &str) -> &'a [String] {
+    rows.iter()
+        .find(|cells| cells[0].contains(&format!("`{field}`")))
+        .unwrap_or_else(|| panic!("README: no field-rules row for `{field}`"))
+}
+
+fn settable<R: Resource>() -> Vec<&'static str> {
+    R::FIELDS
+        .iter()
+        .filter(|field| field.rule().is_some())
+        .map(|field| field.name)
+        .collect()
+}
+
+#[test]
+fn every_settable_field_has_a_row_with_known_codes() {
+    let readme = readme();
+    let rows = field_rows(&readme);
+    let fields = [settable::<ApiKey>(), settable::<McpServer>(), settable::<Model>()].concat();
+    for field in fields {
+        let cells = row(&rows, field);
+        assert_eq!(cells.len(), 3, "{field}: {cells:?}");
+        for code in cells[2].split(", ") {
+            let code = code.trim_matches('`');
+            assert!(
+                FIELD_CODES.contains(&code),
+                "README `{field}` lists `{code}`, which no rule emits"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_field_rules_state_the_code_s_limits() {
+    let readme = readme();
+    let rows = field_rows(&readme);
+    let limits: [(&str, Vec<String>); 5] = [
+        ("name", vec![format!("1–{MAX_TEXT_CHARS} characters")]),
+        ("api_key", vec![format!("1–{MAX_SECRET_CHARS} characters")]),
+        ("endpoint", vec![format!("at most {MAX_URL_CHARS} characters")]),
+        (
+            "headers",
+            vec![
+                format!("at most {MAX_HEADERS} entries"),
+                format!("1–{MAX_HEADER_NAME_CHARS} characters"),
+                format!("at most {MAX_HEADER_VALUE_CHARS} characters"),
+            ],
+        ),
+        (
+            "parameters",
+            vec![
+                format!("at most {} KiB as compact JSON", MAX_PARAMETERS_BYTES / 1024),
+                format!("at most {MAX_PARAMETERS_DEPTH} levels deep"),
+                format!("at most {MAX_NUMBER_DIGITS} significant digits"),
+                format!("1e{MIN_NUMBER_EXPONENT}"),
+                format!("1e{}", MAX_NUMBER_EXPONENT + 1),
+            ],
+        ),
+    ];
+    for (field, phrases) in limits {
+        let rule = &row(&rows, field)[1];
+        for phrase in phrases {
+            assert!(
+                rule.contains(&phrase),
+                "README `{field}`: `{phrase}` not in `{rule}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_body_and_error_limits_are_stated_as_they_are() {
+    let readme = readme();
+    for phrase in [
+        format!(
+            "Body larger than {} KiB ({} bytes)",
+            MAX_BODY_BYTES / 1024,
+            thousands(MAX_BODY_BYTES)
+        ),
+        format!("more than {} JSON values", thousands(MAX_BODY_VALUES)),
+        format!("at most {} JSON values", thousands(MAX_BODY_VALUES)),
+        format!("(up to {MAX_FIELD_ERRORS})"),
+        format!("longer than {MAX_FIELD_PATH_BYTES} bytes"),
+        format!("pass {} KiB", MAX_FIELD_ERRORS_BYTES / 1024),
+    ] {
+        assert!(readme.contains(&phrase), "README does not say `{phrase}`");
+    }
+}

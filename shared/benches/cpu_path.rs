@@ -81,7 +81,7 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
     for (size, body) in bodies {
         let text = body.to_string();
         let path = R::ROUTE.replace("{id}", "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f");
-        let check = runtime.block_on(agent_server_shared::update::<R, Stub>(
+        let check = runtime.block_on(agent_server_shared::update_record::<R, Stub>(
             &app,
             request(&path, scoped, &text),
         ));
@@ -89,7 +89,12 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
         c.bench_function(&format!("{name}/{size} ({} bytes)", text.len()), |b| {
             b.iter_batched(
                 || request(&path, scoped, &text),
-                |request| runtime.block_on(agent_server_shared::update::<R, Stub>(&app, black_box(request))),
+                |request| {
+                    runtime.block_on(agent_server_shared::update_record::<R, Stub>(
+                        &app,
+                        black_box(request),
+                    ))
+                },
                 BatchSize::SmallInput,
             )
         });

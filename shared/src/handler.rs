@@ -21,7 +21,7 @@ use crate::{Request, Response};
 ///
 /// Everything that can reject the request runs before the store is called,
 /// so a rejected request costs no database call.
-pub async fn update<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
+pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
     let started = Instant::now();
     let request_id = request::request_id(&request);
     let caller = Caller::of(&request, &app.settings.projects_claim);

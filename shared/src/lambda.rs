@@ -44,7 +44,7 @@ use url::Url;
 use crate::config::ConfigError;
 use crate::envelope;
 use crate::error::ApiError;
-use crate::handler::{AccessEntry, access_log, update};
+use crate::handler::{AccessEntry, access_log, update_record};
 use crate::records::Resource;
 use crate::request::request_id;
 use crate::store::Store;
@@ -249,7 +249,7 @@ pub async fn handle<R: Resource, S: Store>(app: &App<S>, request: Request) -> Re
     let method = request.method().clone();
     let request_id = request_id(&request);
     let principal = auth::principal(&request).map(str::to_owned);
-    let handler = update::<R, S>(app, request);
+    let handler = update_record::<R, S>(app, request);
     guard(R::ROUTE, &method, principal.as_deref(), &request_id, handler).await
 }
 

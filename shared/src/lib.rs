@@ -1,6 +1,6 @@
 //! Everything the three agent-server update functions have in common.
 //!
-//! A request flows through [`handler::update`]: [`request`] extracts the id,
+//! A request flows through [`handler::update_record`]: [`request`] extracts the id,
 //! `project_id`, `If-Match` and the JSON body; [`patch`] checks every field
 //! against the [`rules`] of its [`records::Resource`]; [`auth`] checks the
 //! caller may change the record's project; one [`store::Store`]
@@ -28,7 +28,7 @@ pub mod store;
 pub use app::App;
 pub use config::Settings;
 pub use error::{ApiError, FieldError};
-pub use handler::update;
+pub use handler::update_record;
 pub use provider::ProviderType;
 pub use records::{ApiKey, McpServer, Model, Resource};
 pub use store::{Store, Table};

@@ -306,12 +306,14 @@ impl Route {
     pub async fn call<S: Store>(self, app: &App<S>, request: Request) -> Response {
         match self {
             Self::ApiKeys => {
-                agent_server_shared::update::<agent_server_shared::ApiKey, S>(app, request).await
+                agent_server_shared::update_record::<agent_server_shared::ApiKey, S>(app, request).await
             }
             Self::McpServers => {
-                agent_server_shared::update::<agent_server_shared::McpServer, S>(app, request).await
+                agent_server_shared::update_record::<agent_server_shared::McpServer, S>(app, request).await
             }
-            Self::Models => agent_server_shared::update::<agent_server_shared::Model, S>(app, request).await,
+            Self::Models => {
+                agent_server_shared::update_record::<agent_server_shared::Model, S>(app, request).await
+            }
         }
     }
 }

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use agent_server_shared::Route;
+
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -24,14 +26,6 @@ const INTEGRATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest answer read from a function: Lambda's response limit.
 const MAX_ANSWER_BYTES: usize = 6 * 1024 * 1024;
 
-/// The functions, by the collection their route serves and the name of
-/// their binary.
-pub const FUNCTIONS: [(&str, &str); 3] = [
-    ("api-keys", "update-api-key"),
-    ("mcp-servers", "update-mcp-server"),
-    ("models", "update-model"),
-];
-
 /// How the local API reaches the functions.
 #[derive(Debug, Default)]
 pub enum Functions {
@@ -42,7 +36,7 @@ pub enum Functions {
     Emulated(Box<Emulators>),
 }
 
-/// The emulators' invoke URLs, one per function, in [`FUNCTIONS`]' order.
+/// The emulators' invoke URLs, one per function, in [`Route::ALL`]'s order.
 #[derive(Debug)]
 pub struct Emulators {
     urls: [Uri; 3],
@@ -88,9 +82,9 @@ impl Emulators {
             let (function, host) = address
                 .split_once('=')
                 .ok_or_else(|| format!("--rie {address}: not FUNCTION=HOST:PORT"))?;
-            let index = FUNCTIONS
+            let index = Route::ALL
                 .iter()
-                .position(|(_, name)| *name == function)
+                .position(|route| route.function() == function)
                 .ok_or_else(|| format!("--rie {address}: no function named {function}"))?;
             let url = format!("http://{host}{INVOKE_PATH}")
                 .parse()
@@ -100,7 +94,7 @@ impl Emulators {
             }
         }
         let [Some(a), Some(b), Some(c)] = urls else {
-            let names: Vec<&str> = FUNCTIONS.iter().map(|(_, name)| *name).collect();
+            let names: Vec<&str> = Route::ALL.iter().map(|route| route.function()).collect();
             return Err(format!("--rie: give all three functions ({})", names.join(", ")));
         };
         Ok(Self {
@@ -110,17 +104,13 @@ impl Emulators {
         })
     }
 
-    /// Invokes the function serving `collection` with `event`, as API
+    /// Invokes the function serving `route` with `event`, as API
     /// Gateway's Lambda integration does, and reads its payload 2.0 answer.
-    pub async fn invoke(
-        &self,
-        collection: &str,
-        event: &Value,
-    ) -> Result<ApiGatewayV2httpResponse, InvokeError> {
-        let index = FUNCTIONS
+    pub async fn invoke(&self, route: Route, event: &Value) -> Result<ApiGatewayV2httpResponse, InvokeError> {
+        let index = Route::ALL
             .iter()
-            .position(|(served, _)| *served == collection)
-            .ok_or_else(|| InvokeError::Failed(format!("no function serves {collection}")))?;
+            .position(|served| *served == route)
+            .ok_or_else(|| InvokeError::Failed(format!("no function serves {}", route.template())))?;
         let request = Request::builder()
             .method(Method::POST)
             .uri(self.urls[index].clone())

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::envelope;
 use agent_server_shared::handler::{AccessEntry, access_log};
-use agent_server_shared::{ApiError, ApiKey, App, McpServer, Model, Request, Response, Store, lambda};
+use agent_server_shared::routes::Route as FunctionRoute;
+use agent_server_shared::{ApiError, App, Request, Response, Store};
 use functions::Functions;
 use gateway::Authorizer;
 use http_body_util::{BodyExt, Full, Limited};
@@ -59,12 +60,11 @@ pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response 
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
     let path = request.uri().path().to_string();
-    let Some((collection, id)) = split_path(&path) else {
+    let Some((route, id)) =
+        split_path(&path).and_then(|(collection, id)| Some((FunctionRoute::of_collection(collection)?, id)))
+    else {
         return unrouted(&request, ApiError::RouteNotFound, started, &request_id);
     };
-    if !matches!(collection, "api-keys" | "mcp-servers" | "models") {
-        return unrouted(&request, ApiError::RouteNotFound, started, &request_id);
-    }
     if request.method() != lambda_http::http::Method::PUT {
         return unrouted(&request, ApiError::MethodNotAllowed, started, &request_id);
     }
@@ -77,7 +77,7 @@ pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response 
     let id = percent_encoding::percent_decode_str(id)
         .decode_utf8_lossy()
         .into_owned();
-    let route_key = format!("PUT {PREFIX}{collection}/{{id}}");
+    let route_key = format!("PUT {}", route.template());
     let event = event::of_request(
         &request,
         event::Gateway {
@@ -94,14 +94,9 @@ pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response 
         Functions::InProcess => {
             let mut context = Context::default();
             context.request_id = request_id.clone();
-            let app = &local.app;
-            match collection {
-                "api-keys" => lambda::respond::<ApiKey, S>(app, event, context).await,
-                "mcp-servers" => lambda::respond::<McpServer, S>(app, event, context).await,
-                _ => lambda::respond::<Model, S>(app, event, context).await,
-            }
+            route.respond(&local.app, event, context).await
         }
-        Functions::Emulated(emulators) => match emulators.invoke(collection, &event).await {
+        Functions::Emulated(emulators) => match emulators.invoke(route, &event).await {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::error!(%error, request_id, "invocation failed");

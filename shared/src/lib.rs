@@ -22,6 +22,7 @@ pub mod patch;
 pub mod provider;
 pub mod records;
 pub mod request;
+pub mod routes;
 pub mod rules;
 pub mod store;
 
@@ -31,6 +32,7 @@ pub use error::{ApiError, FieldError};
 pub use handler::update_record;
 pub use provider::ProviderType;
 pub use records::{ApiKey, McpServer, Model, Resource};
+pub use routes::Route;
 pub use store::{Store, Table};
 
 /// The request type every handler takes: `lambda_http`'s, so the Lambda

@@ -194,22 +194,23 @@ impl Route {
     /// Every route.
     pub const ALL: [Route; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
 
+    /// The functions' own declaration of this route.
+    pub fn declared(self) -> agent_server_shared::Route {
+        match self {
+            Self::ApiKeys => agent_server_shared::Route::ApiKeys,
+            Self::McpServers => agent_server_shared::Route::McpServers,
+            Self::Models => agent_server_shared::Route::Models,
+        }
+    }
+
     /// The collection segment of the path.
     pub fn collection(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "api-keys",
-            Self::McpServers => "mcp-servers",
-            Self::Models => "models",
-        }
+        self.declared().collection()
     }
 
     /// The table behind the route.
     pub fn table(self) -> agent_server_shared::Table {
-        match self {
-            Self::ApiKeys => agent_server_shared::Table::ApiKeys,
-            Self::McpServers => agent_server_shared::Table::McpServers,
-            Self::Models => agent_server_shared::Table::Models,
-        }
+        self.declared().table()
     }
 
     /// Whether the route needs `project_id`.
@@ -241,12 +242,7 @@ impl Route {
 
     /// The fields of the route's record kind.
     pub fn fields(self) -> &'static [agent_server_shared::records::Field] {
-        use agent_server_shared::{ApiKey, McpServer, Model, Resource};
-        match self {
-            Self::ApiKeys => ApiKey::FIELDS,
-            Self::McpServers => McpServer::FIELDS,
-            Self::Models => Model::FIELDS,
-        }
+        self.declared().fields()
     }
 
     /// A stored item for `id` (and `project_id` where scoped), as the
@@ -293,28 +289,14 @@ impl Route {
         app: &App<S>,
         event: Value,
     ) -> lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse {
-        use agent_server_shared::lambda::respond;
-        let context = lambda_http::Context::default();
-        match self {
-            Self::ApiKeys => respond::<agent_server_shared::ApiKey, S>(app, event, context).await,
-            Self::McpServers => respond::<agent_server_shared::McpServer, S>(app, event, context).await,
-            Self::Models => respond::<agent_server_shared::Model, S>(app, event, context).await,
-        }
+        self.declared()
+            .respond(app, event, lambda_http::Context::default())
+            .await
     }
 
     /// Calls the route's function handler on a request already read.
     pub async fn call<S: Store>(self, app: &App<S>, request: Request) -> Response {
-        match self {
-            Self::ApiKeys => {
-                agent_server_shared::update_record::<agent_server_shared::ApiKey, S>(app, request).await
-            }
-            Self::McpServers => {
-                agent_server_shared::update_record::<agent_server_shared::McpServer, S>(app, request).await
-            }
-            Self::Models => {
-                agent_server_shared::update_record::<agent_server_shared::Model, S>(app, request).await
-            }
-        }
+        self.declared().update(app, request).await
     }
 }
 

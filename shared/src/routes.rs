@@ -1,0 +1,116 @@
+//! The three update routes, declared once: the record kind each serves and
+//! the names its function carries. Everything that routes by value (the
+//! local API, the tests, the benchmarks) goes through [`Route`]; the
+//! functions name their record kind in `main.rs` and need no table.
+
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use serde_json::Value;
+
+use crate::records::{ApiKey, Field, McpServer, Model, Resource};
+use crate::store::{Store, Table};
+use crate::{App, Request, Response, lambda};
+
+/// One update route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `PUT /api/agent-server/api-keys/{id}`, function `update-api-key`.
+    ApiKeys,
+    /// `PUT /api/agent-server/mcp-servers/{id}`, function `update-mcp-server`.
+    McpServers,
+    /// `PUT /api/agent-server/models/{id}`, function `update-model`.
+    Models,
+}
+
+/// Runs `$body` with `$record` naming the route's record kind.
+macro_rules! with_record {
+    ($route:expr, $record:ident => $body:expr) => {
+        match $route {
+            Route::ApiKeys => {
+                type $record = ApiKey;
+                $body
+            }
+            Route::McpServers => {
+                type $record = McpServer;
+                $body
+            }
+            Route::Models => {
+                type $record = Model;
+                $body
+            }
+        }
+    };
+}
+
+impl Route {
+    /// Every route.
+    pub const ALL: [Route; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+
+    /// The path template, `/api/agent-server/models/{id}`.
+    pub fn template(self) -> &'static str {
+        with_record!(self, R => R::ROUTE)
+    }
+
+    /// The collection segment of the path, `models`.
+    pub fn collection(self) -> &'static str {
+        let template = self.template().trim_end_matches("/{id}");
+        template.rsplit('/').next().unwrap_or(template)
+    }
+
+    /// The route whose collection segment is `collection`.
+    pub fn of_collection(collection: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|route| route.collection() == collection)
+    }
+
+    /// The Lambda function (and its binary) that serves the route.
+    pub fn function(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "update-api-key",
+            Self::McpServers => "update-mcp-server",
+            Self::Models => "update-model",
+        }
+    }
+
+    /// The table behind the route.
+    pub fn table(self) -> Table {
+        with_record!(self, R => R::TABLE)
+    }
+
+    /// The fields of the route's record kind.
+    pub fn fields(self) -> &'static [Field] {
+        with_record!(self, R => R::FIELDS)
+    }
+
+    /// The function's answer to a payload 2.0 `event`, exactly as its
+    /// Lambda binary gives it ([`lambda::respond`]).
+    pub async fn respond<S: Store>(
+        self,
+        app: &App<S>,
+        event: Value,
+        context: lambda_http::Context,
+    ) -> ApiGatewayV2httpResponse {
+        with_record!(self, R => lambda::respond::<R, S>(app, event, context).await)
+    }
+
+    /// The update of a request already read ([`crate::update_record`]).
+    pub async fn update<S: Store>(self, app: &App<S>, request: Request) -> Response {
+        with_record!(self, R => crate::update_record::<R, S>(app, request).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_route_has_its_own_names() {
+        let collections: Vec<&str> = Route::ALL.iter().map(|r| r.collection()).collect();
+        assert_eq!(collections, ["api-keys", "mcp-servers", "models"]);
+        for route in Route::ALL {
+            assert_eq!(Route::of_collection(route.collection()), Some(route));
+            assert!(route.template().starts_with("/api/agent-server/"));
+        }
+        assert_eq!(Route::of_collection("model"), None);
+    }
+}

@@ -189,7 +189,7 @@ async fn run(options: Options) -> Result<(), String> {
         )?))
     };
     if options.setup || options.setup_only {
-        setup::prepare(app.store.client(), &app.settings.tables, Duration::from_secs(30))
+        setup::prepare(app.store.client(), app.store.tables(), Duration::from_secs(30))
             .await
             .map_err(|e| format!("could not prepare DynamoDB (is DynamoDB Local running?): {e}"))?;
         if options.setup_only {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, TableNames};
 use crate::store::{DynamoStore, Table};
 
 /// The most the warm-up may add to init. Past it the connection is left to
@@ -23,7 +23,7 @@ pub const WARM_UP_BUDGET: Duration = Duration::from_millis(1000);
 pub struct App<S = DynamoStore> {
     /// Store of records.
     pub store: S,
-    /// Table names and field-rule policy.
+    /// What the handlers read: the field-rule policy, the projects claim.
     pub settings: Settings,
 }
 
@@ -33,10 +33,10 @@ impl App<DynamoStore> {
     /// ([`warm_up`]), which never fails start-up.
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = Settings::from_env()?;
-        let store = DynamoStore::from_env(settings.tables.clone()).await;
+        let store = DynamoStore::from_env(TableNames::from_env()).await;
         if let Some(table) = own_table(|name| std::env::var(name).ok()) {
             // Failure is logged inside; the first request retries the connection.
-            let _ = warm_up(&store, settings.tables.name(table)).await;
+            let _ = warm_up(&store, store.tables().name(table)).await;
         }
         Ok(Self { store, settings })
     }

@@ -19,11 +19,10 @@ pub enum ConfigError {
     },
 }
 
-/// Everything a handler needs besides the store.
+/// Everything a handler needs besides the store (which owns the table
+/// names, [`TableNames`]).
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Table names, indexed by [`Table`].
-    pub tables: TableNames,
     /// Field-rule policy.
     pub policy: Policy,
     /// The JWT claim listing the caller's projects (`PROJECTS_CLAIM`).
@@ -42,6 +41,26 @@ pub struct TableNames {
 }
 
 impl TableNames {
+    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE` and `MODELS_TABLE`,
+    /// each defaulting to its local name.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| env::var(name).ok())
+    }
+
+    /// As [`TableNames::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let table = |table: Table| {
+            lookup(table.env_var())
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| table.default_name().into())
+        };
+        Self {
+            api_keys: table(Table::ApiKeys),
+            mcp_servers: table(Table::McpServers),
+            models: table(Table::Models),
+        }
+    }
+
     /// The name of `table`.
     pub fn name(&self, table: Table) -> &str {
         match table {
@@ -63,11 +82,10 @@ impl Default for TableNames {
 }
 
 impl Default for Settings {
-    /// The local defaults: the local table names, private endpoints refused,
-    /// the projects listed in the `projects` claim.
+    /// The local defaults: private endpoints refused, the projects listed
+    /// in the `projects` claim.
     fn default() -> Self {
         Self {
-            tables: TableNames::default(),
             policy: Policy::default(),
             projects_claim: DEFAULT_PROJECTS_CLAIM.into(),
         }
@@ -75,20 +93,14 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE`, `MODELS_TABLE` (each
-    /// defaulting to its local name), `ALLOW_PRIVATE_ENDPOINTS` and
-    /// `PROJECTS_CLAIM` (default [`DEFAULT_PROJECTS_CLAIM`]).
+    /// Reads `ALLOW_PRIVATE_ENDPOINTS` and `PROJECTS_CLAIM` (default
+    /// [`DEFAULT_PROJECTS_CLAIM`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| env::var(name).ok())
     }
 
     /// As [`Settings::from_env`], reading variables through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let table = |table: Table| {
-            lookup(table.env_var())
-                .filter(|name| !name.trim().is_empty())
-                .unwrap_or_else(|| table.default_name().into())
-        };
         let allow_private_endpoints = match lookup("ALLOW_PRIVATE_ENDPOINTS")
             .unwrap_or_default()
             .trim()
@@ -105,11 +117,6 @@ impl Settings {
             }
         };
         Ok(Self {
-            tables: TableNames {
-                api_keys: table(Table::ApiKeys),
-                mcp_servers: table(Table::McpServers),
-                models: table(Table::Models),
-            },
             policy: Policy {
                 allow_private_endpoints,
             },
@@ -129,8 +136,8 @@ mod tests {
     fn defaults_and_overrides() {
         let settings = Settings::from_lookup(|_| None).ok();
         let settings = settings.unwrap_or_else(|| panic!("defaults must load"));
-        assert_eq!(settings.tables, TableNames::default());
-        assert_eq!(settings.tables.name(Table::Models), "agent-server-models");
+        assert_eq!(TableNames::from_lookup(|_| None), TableNames::default());
+        assert_eq!(TableNames::default().name(Table::Models), "agent-server-models");
         assert!(!settings.policy.allow_private_endpoints);
 
         let settings = Settings::from_lookup(|name| match name {
@@ -139,8 +146,9 @@ mod tests {
             _ => None,
         });
         let settings = settings.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(settings.tables.models, "prod-models");
-        assert_eq!(settings.tables.api_keys, "agent-server-api-keys");
+        let tables = TableNames::from_lookup(|name| (name == "MODELS_TABLE").then(|| "prod-models".into()));
+        assert_eq!(tables.models, "prod-models");
+        assert_eq!(tables.api_keys, "agent-server-api-keys");
         assert!(settings.policy.allow_private_endpoints);
         assert_eq!(settings.projects_claim, DEFAULT_PROJECTS_CLAIM);
 

@@ -65,11 +65,18 @@ pub fn to_json(name: &str, attribute: &AttributeValue) -> Result<Value, ItemErro
                 .map(|item| to_json(name, item))
                 .collect::<Result<_, _>>()?,
         ),
-        AttributeValue::M(map) => Value::Object(
-            map.iter()
-                .map(|(key, value)| Ok((key.clone(), to_json(name, value)?)))
-                .collect::<Result<Map<_, _>, _>>()?,
-        ),
+        AttributeValue::M(map) => {
+            // DynamoDB's map has no order; keys sorted, so a record reads
+            // the same every time.
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by_key(|(key, _)| *key);
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(key, value)| Ok((key.clone(), to_json(name, value)?)))
+                    .collect::<Result<Map<_, _>, _>>()?,
+            )
+        }
         // Types this service never writes, but another writer might: sets
         // read as arrays and binary as base64 text, so a stored record can
         // always be returned.

@@ -5,16 +5,21 @@
 //! Keys are data at every depth. serde_json gives two key names a meaning
 //! of their own: with `arbitrary_precision` it hands every number to a
 //! visitor as a one-entry object keyed [`NUMBER_KEY`], and with `raw_value`
-//! an object keyed [`RAW_VALUE_KEY`] is parsed again from its string. A body
-//! that spells either key itself is refused (`reserved_key`), so no object
-//! can turn into a number or smuggle keys past the repeat check.
+//! an object keyed [`RAW_VALUE_KEY`] is parsed again from its string. This
+//! reader tells serde_json's numbers from a body that spells the key (the
+//! digits of a number arrive as an owned string, text from the body never
+//! does), so such a key is an ordinary key here, under the same repeat
+//! check as any other; the field rules then refuse it where it may not go
+//! (`parameters`: `reserved_key`; a header name; an unknown field).
 //!
 //! The body is read in one pass that builds the value itself: it checks keys
 //! as they arrive, sizes every array and object to its content, and stops
-//! after [`MAX_BODY_VALUES`] values, so what a body costs in memory stays a
-//! small multiple of its length whatever its shape.
+//! after [`MAX_BODY_VALUES`] values or [`MAX_BODY_DEPTH`] levels, so what a
+//! body costs in memory stays a small multiple of its length whatever its
+//! shape. A body stopped there is valid JSON that no valid update looks
+//! like: the field it was in is refused (`validation_failed`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -33,12 +38,18 @@ pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 /// more cannot be valid, so it is refused before it costs more memory.
 pub const MAX_BODY_VALUES: usize = 10_000;
 
+/// The deepest a body may nest, the body object being level 1: well above
+/// the deepest valid update (`parameters` 16 levels deep, so 17), and below
+/// serde_json's own limit of 128, past which it would call the body invalid
+/// JSON.
+pub const MAX_BODY_DEPTH: usize = 64;
+
 /// What the reading pass found wrong beyond syntax.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Problem {
     RepeatedKey,
-    ReservedKey,
     TooManyValues,
+    TooDeep,
 }
 
 /// Parses a request body into a JSON object, or says why it is not one.
@@ -47,7 +58,8 @@ enum Problem {
 /// piece of the body, so they cannot echo a secret.
 pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     let invalid = |code, message: String| ApiError::InvalidJson(FieldError::new("body", code, message));
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // JSON's whitespace: space, tab, line feed, carriage return.
+    if bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
         return Err(invalid("empty", "a JSON object is required".into()));
     }
     let text = std::str::from_utf8(bytes)
@@ -55,25 +67,30 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     let reading = Reading {
         problem: Cell::new(None),
         values: Cell::new(0),
+        depth: Cell::new(0),
+        field: RefCell::new(None),
     };
     let refuse = |error: serde_json::Error| {
         let (line, column) = (error.line(), error.column());
+        // Valid JSON that no update looks like: the field it is in is refused.
+        let field = |code, message: String| match reading.field.take() {
+            Some(field) => ApiError::Validation(vec![FieldError::new(&field, code, message)]),
+            None => invalid("not_object", "the body must be a JSON object".into()),
+        };
         match reading.problem.get() {
-            Some(Problem::ReservedKey) => invalid(
-                "reserved_key",
-                format!(
-                    "object keys must not be {NUMBER_KEY} or {RAW_VALUE_KEY} (line {line} column {column})"
-                ),
-            ),
             Some(Problem::RepeatedKey) => invalid(
                 "syntax",
                 format!("repeated object key at line {line} column {column}"),
             ),
-            Some(Problem::TooManyValues) => invalid(
+            Some(Problem::TooManyValues) => field(
                 "too_many_values",
                 format!(
-                    "the body must hold at most {MAX_BODY_VALUES} JSON values, more than any valid update needs (line {line} column {column})"
+                    "a body holds at most {MAX_BODY_VALUES} JSON values, more than any valid update needs"
                 ),
+            ),
+            Some(Problem::TooDeep) => field(
+                "too_deep",
+                format!("a body nests at most {MAX_BODY_DEPTH} levels deep, deeper than any valid update"),
             ),
             None => invalid("syntax", format!("not valid JSON at line {line} column {column}")),
         }
@@ -93,12 +110,39 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
 struct Reading {
     problem: Cell<Option<Problem>>,
     values: Cell<usize>,
+    depth: Cell<usize>,
+    /// The body's field being read (a key of the body object).
+    field: RefCell<Option<String>>,
 }
 
 impl Reading {
     fn fail<E: de::Error>(&self, problem: Problem) -> E {
         self.problem.set(Some(problem));
         E::custom("refused")
+    }
+
+    /// Counts one more value; fails past [`MAX_BODY_VALUES`].
+    fn count<E: de::Error>(&self) -> Result<(), E> {
+        let values = self.values.get() + 1;
+        if values > MAX_BODY_VALUES {
+            return Err(self.fail(Problem::TooManyValues));
+        }
+        self.values.set(values);
+        Ok(())
+    }
+
+    /// Enters an array or object; fails past [`MAX_BODY_DEPTH`].
+    fn enter<E: de::Error>(&self) -> Result<usize, E> {
+        let depth = self.depth.get() + 1;
+        if depth > MAX_BODY_DEPTH {
+            return Err(self.fail(Problem::TooDeep));
+        }
+        self.depth.set(depth);
+        Ok(depth)
+    }
+
+    fn leave(&self) {
+        self.depth.set(self.depth.get().saturating_sub(1));
     }
 }
 
@@ -113,11 +157,7 @@ impl<'de> DeserializeSeed<'de> for Build<'_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         // Counted before it is read, so a body stops costing memory at the limit.
-        let values = self.reading.values.get() + 1;
-        if values > MAX_BODY_VALUES {
-            return Err(self.reading.fail(Problem::TooManyValues));
-        }
-        self.reading.values.set(values);
+        self.reading.count()?;
         deserializer.deserialize_any(self)
     }
 }
@@ -132,8 +172,8 @@ impl<'de> Visitor<'de> for Build<'_> {
     fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
         Ok(Value::Bool(value))
     }
-    // With `arbitrary_precision` numbers arrive through `visit_map`; these
-    // keep the visitor whole should that feature ever be turned off.
+    // Integers that fit 64 bits arrive here; other numbers through
+    // `visit_map` (see `NUMBER_KEY`). The text is the same either way.
     fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
         Ok(Value::from(value))
     }
@@ -154,10 +194,12 @@ impl<'de> Visitor<'de> for Build<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.reading.enter()?;
         let mut items = Vec::new();
         while let Some(item) = seq.next_element_seed(self)? {
             items.push(item);
         }
+        self.reading.leave();
         // Growth leaves up to half the vector empty; a finished array
         // keeps only what it holds.
         items.shrink_to_fit();
@@ -166,95 +208,136 @@ impl<'de> Visitor<'de> for Build<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
+        let mut depth = None;
         while let Some(key) = map.next_key::<String>()? {
-            if key == NUMBER_KEY {
-                // serde_json's own number: its digits come as an owned
-                // String, while text from the body arrives as &str.
-                let digits = map.next_value_seed(NumberDigits {
-                    reading: self.reading,
-                })?;
-                return digits.parse().map(Value::Number).map_err(de::Error::custom);
-            }
-            if key == RAW_VALUE_KEY {
-                return Err(self.reading.fail(Problem::ReservedKey));
-            }
-            // Checked before the value is read, so the error points at the key.
-            if object.contains_key(&key) {
-                return Err(self.reading.fail(Problem::RepeatedKey));
-            }
-            let value = map.next_value_seed(self)?;
+            let value = if key == NUMBER_KEY && depth.is_none() {
+                // The first key: serde_json's own number, or a body that
+                // spells the key, which is then an ordinary key (its value
+                // is read before the object counts as entered, so the
+                // depth below it reads one level short).
+                if self.reading.depth.get() == 0 {
+                    self.reading.field.replace(Some(key.clone()));
+                }
+                match map.next_value_seed(NumberOrValue { build: self })? {
+                    Read::Number(digits) => {
+                        return digits.parse().map(Value::Number).map_err(de::Error::custom);
+                    }
+                    Read::Value(value) => {
+                        depth = Some(self.reading.enter()?);
+                        value
+                    }
+                }
+            } else {
+                let level = match depth {
+                    Some(level) => level,
+                    None => *depth.insert(self.reading.enter()?),
+                };
+                // Checked before the value is read, so the error points at the key.
+                if object.contains_key(&key) {
+                    return Err(self.reading.fail(Problem::RepeatedKey));
+                }
+                if level == 1 {
+                    self.reading.field.replace(Some(key.clone()));
+                }
+                map.next_value_seed(self)?
+            };
             object.insert(key, value);
+        }
+        if depth.is_some() {
+            self.reading.leave();
         }
         // Collecting again sizes the map to its entries, not to its growth.
         Ok(Value::Object(object.into_iter().collect()))
     }
 }
 
-/// Accepts only the digits serde_json itself puts under [`NUMBER_KEY`].
-struct NumberDigits<'r> {
-    reading: &'r Reading,
+/// What came under a [`NUMBER_KEY`] key: serde_json's digits, or a value
+/// of the body's own.
+enum Read {
+    Number(String),
+    Value(Value),
 }
 
-impl<'de> DeserializeSeed<'de> for NumberDigits<'_> {
-    type Value = String;
+/// Reads the value under a [`NUMBER_KEY`] key: an owned string is a
+/// number's digits (serde_json's; text from the body is never owned), and
+/// anything else is built like any value.
+struct NumberOrValue<'r> {
+    build: Build<'r>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+impl<'de> DeserializeSeed<'de> for NumberOrValue<'_> {
+    type Value = Read;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Read, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for NumberDigits<'_> {
-    type Value = String;
+impl NumberOrValue<'_> {
+    /// A value of the body's own, counted like every other.
+    fn value<E: de::Error>(&self, value: Result<Value, E>) -> Result<Read, E> {
+        self.build.reading.count()?;
+        value.map(Read::Value)
+    }
+}
+
+impl<'de> Visitor<'de> for NumberOrValue<'_> {
+    type Value = Read;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a number")
+        formatter.write_str("any JSON value")
     }
 
-    fn visit_string<E>(self, digits: String) -> Result<String, E> {
-        Ok(digits)
+    fn visit_string<E>(self, digits: String) -> Result<Read, E> {
+        Ok(Read::Number(digits))
     }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Read, E> {
+        self.value(self.build.visit_str(value))
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Read, E> {
+        self.value(self.build.visit_bool(value))
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Read, E> {
+        self.value(self.build.visit_i64(value))
     }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Read, E> {
+        self.value(self.build.visit_u64(value))
     }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Read, E> {
+        self.value(self.build.visit_f64(value))
     }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_unit<E: de::Error>(self) -> Result<Read, E> {
+        self.value(self.build.visit_unit())
     }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Read, A::Error> {
+        self.build.reading.count()?;
+        self.build.visit_seq(seq).map(Read::Value)
     }
-
-    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
-        Err(self.reading.fail(Problem::ReservedKey))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Read, A::Error> {
+        self.build.reading.count()?;
+        self.build.visit_map(map).map(Read::Value)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn code(bytes: &[u8]) -> &'static str {
         match parse_object(bytes) {
             Err(ApiError::InvalidJson(field)) => field.code,
             other => panic!("expected invalid_json, got {other:?}"),
+        }
+    }
+
+    /// The one field problem of a body that is JSON but no valid update.
+    fn refused(bytes: &[u8]) -> (String, &'static str) {
+        match parse_object(bytes) {
+            Err(ApiError::Validation(fields)) if fields.len() == 1 => {
+                (fields[0].field.clone(), fields[0].code)
+            }
+            other => panic!("expected validation_failed, got {other:?}"),
         }
     }
 
@@ -295,28 +378,84 @@ mod tests {
     }
 
     #[test]
-    fn reserved_keys_are_refused_at_any_depth() {
+    fn reserved_keys_are_ordinary_keys_at_any_depth() {
         for key in [NUMBER_KEY, RAW_VALUE_KEY] {
             // The same key, also with a JSON escape in its spelling.
             let escaped = key.replace('N', "\\u004e").replace('R', "\\u0052");
             for spelled in [key.to_string(), escaped] {
-                for body in [
-                    format!(r#"{{"{spelled}": "42"}}"#),
-                    format!(r#"{{"parameters": {{"{spelled}": "42"}}}}"#),
-                    format!(r#"{{"parameters": {{"a": [{{"b": {{"{spelled}": "1"}}}}]}}}}"#),
-                    format!(r#"{{"parameters": {{"x": 1, "{spelled}": "{{\"a\":1,\"a\":2}}"}}}}"#),
-                    format!(r#"{{"headers": {{"{spelled}": 7}}}}"#),
-                    format!(r#"{{"parameters": {{"{spelled}": {{"a": 1, "a": 2}}}}}}"#),
+                for (body, pointer, kept) in [
+                    (
+                        format!(r#"{{"{spelled}": "42"}}"#),
+                        format!("/{key}"),
+                        json!("42"),
+                    ),
+                    (
+                        format!(r#"{{"parameters": {{"{spelled}": "42"}}}}"#),
+                        format!("/parameters/{key}"),
+                        json!("42"),
+                    ),
+                    (
+                        format!(r#"{{"p": {{"a": [{{"b": {{"{spelled}": 1}}}}]}}}}"#),
+                        format!("/p/a/0/b/{key}"),
+                        json!(1),
+                    ),
+                    (
+                        format!(r#"{{"p": {{"{spelled}": {{"x": [true]}}, "y": null}}}}"#),
+                        format!("/p/{key}"),
+                        json!({"x": [true]}),
+                    ),
+                    (
+                        format!(r#"{{"p": {{"x": 1, "{spelled}": "{{\"a\":1,\"a\":2}}"}}}}"#),
+                        format!("/p/{key}"),
+                        json!("{\"a\":1,\"a\":2}"),
+                    ),
                 ] {
-                    assert_eq!(code(body.as_bytes()), "reserved_key", "{body}");
+                    let map = parse_object(body.as_bytes());
+                    let map = map.unwrap_or_else(|e| panic!("{body}: {e:?}"));
+                    let value = Value::Object(map);
+                    // pointer() reads "~1" as "/"; the keys hold ':' only.
+                    assert_eq!(value.pointer(&pointer), Some(&kept), "{body}");
+                }
+                // The repeat check sees inside such an object, first key or not.
+                for body in [
+                    format!(r#"{{"p": {{"{spelled}": {{"a": 1, "a": 2}}}}}}"#),
+                    format!(r#"{{"p": {{"{spelled}": 1, "{spelled}": 2}}}}"#),
+                    format!(r#"{{"p": {{"x": 1, "{spelled}": 1, "x": 2}}}}"#),
+                ] {
+                    assert_eq!(code(body.as_bytes()), "syntax", "{body}");
                 }
             }
         }
-        // Near misses are ordinary keys.
-        let map = parse_object(br#"{"p": {"$serde_json::private::Numbers": "42", "serde_json": 1}}"#);
-        assert_eq!(map.map(|m| m["p"].as_object().map(|o| o.len())), Ok(Some(2)));
-        // Numbers themselves still parse, at any depth.
-        assert!(parse_object(br#"{"a": [1, {"b": -2.5e-3}], "c": 0e2147483648}"#).is_ok());
+        // Numbers themselves still parse, at any depth, as numbers.
+        let map = parse_object(br#"{"a": [1, {"b": -2.5e-3}], "c": 0e2147483648, "d": 1e400}"#);
+        let map = map.unwrap_or_default();
+        assert!(map["a"][1]["b"].is_number() && map["c"].is_number() && map["d"].is_number());
+        assert_eq!(map["d"].to_string(), "1e+400");
+    }
+
+    #[test]
+    fn a_body_nests_at_most_max_depth() {
+        let nested = |depth: usize| {
+            format!(
+                r#"{{"parameters": {}0{}}}"#,
+                "[".repeat(depth - 1),
+                "]".repeat(depth - 1)
+            )
+        };
+        assert!(parse_object(nested(MAX_BODY_DEPTH).as_bytes()).is_ok());
+        for depth in [MAX_BODY_DEPTH + 1, 127, 128, 129, 5_000] {
+            assert_eq!(
+                refused(nested(depth).as_bytes()),
+                ("parameters".to_string(), "too_deep"),
+                "{depth}"
+            );
+        }
+        // Not an object at the top: not_object, however deep.
+        let array = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(code(array.as_bytes()), "not_object");
+        // Only JSON's four whitespace characters make a body empty.
+        assert_eq!(code(b" \t\r\n"), "empty");
+        assert_eq!(code(b"\x0c"), "syntax");
     }
 
     /// `{"a": [0, 0, …]}` holding `values` JSON values in all.
@@ -327,15 +466,16 @@ mod tests {
     #[test]
     fn the_body_holds_at_most_max_values() {
         assert!(parse_object(zeros(MAX_BODY_VALUES).as_bytes()).is_ok());
-        assert_eq!(code(zeros(MAX_BODY_VALUES + 1).as_bytes()), "too_many_values");
+        let too_many = ("a".to_string(), "too_many_values");
+        assert_eq!(refused(zeros(MAX_BODY_VALUES + 1).as_bytes()), too_many);
         // Every kind of value counts, and nesting does not hide any.
         let objects = format!(
             "{{\"a\": [{}]}}",
             vec!["{\"b\": [null]}"; MAX_BODY_VALUES / 3].join(",")
         );
-        assert_eq!(code(objects.as_bytes()), "too_many_values");
+        assert_eq!(refused(objects.as_bytes()), too_many);
         let strings = format!("{{\"a\": [{}]}}", vec!["\"\""; MAX_BODY_VALUES].join(","));
-        assert_eq!(code(strings.as_bytes()), "too_many_values");
+        assert_eq!(refused(strings.as_bytes()), too_many);
     }
 
     #[test]

@@ -160,6 +160,13 @@ fn bodies(route: Route) -> Vec<(&'static str, String)> {
                     "]}}",
                 ),
             ));
+            // Objects of one entry, nested as deep as a body may: the
+            // costliest value per byte of body.
+            let nest = |i: usize| format!("{}{i}{}", r#"{"":"#.repeat(60), "}".repeat(60));
+            bodies.push((
+                "nested one-entry objects",
+                filled(r#"{"parameters": {"a": ["#, nest, "]}}"),
+            ));
             bodies.push((
                 "many empty keys",
                 filled(r#"{"parameters": {"a": ["#, same(r#"{"":0}"#), "]}}"),

@@ -7,7 +7,7 @@
 use agent_server_shared::error::{
     FIELD_CODES, MAX_FIELD_ERRORS, MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES,
 };
-use agent_server_shared::json::MAX_BODY_VALUES;
+use agent_server_shared::json::{MAX_BODY_DEPTH, MAX_BODY_VALUES};
 use agent_server_shared::records::{ApiKey, McpServer, Model, Resource};
 use agent_server_shared::request::MAX_BODY_BYTES;
 use agent_server_shared::rules::parameters::{MAX_NUMBER_EXPONENT, MIN_NUMBER_EXPONENT};
@@ -137,6 +137,8 @@ fn the_body_and_error_limits_are_stated_as_they_are() {
         ),
         format!("more than {} JSON values", thousands(MAX_BODY_VALUES)),
         format!("at most {} JSON values", thousands(MAX_BODY_VALUES)),
+        format!("nest at most {MAX_BODY_DEPTH} levels"),
+        format!("nested more than {MAX_BODY_DEPTH} levels"),
         format!("(up to {MAX_FIELD_ERRORS})"),
         format!("longer than {MAX_FIELD_PATH_BYTES} bytes"),
         format!("pass {} KiB", MAX_FIELD_ERRORS_BYTES / 1024),

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::wrong_type;
 use crate::error::{FieldError, FieldErrors};
+use crate::json::{NUMBER_KEY, RAW_VALUE_KEY};
 
 /// Largest `parameters`, as compact JSON.
 pub const MAX_PARAMETERS_BYTES: usize = 16 * 1024;
@@ -92,6 +93,17 @@ fn walk(path: &mut String, value: &Value, depth: usize, errors: &mut FieldErrors
                 }
                 path.push('.');
                 path.push_str(key);
+                // Data only: no key a JSON library reads as an instruction,
+                // however a later reader of the stored parameters parses them.
+                if key == NUMBER_KEY || key == RAW_VALUE_KEY {
+                    errors.push(FieldError::new(
+                        path,
+                        "reserved_key",
+                        format!("object keys must not be {NUMBER_KEY} or {RAW_VALUE_KEY}"),
+                    ));
+                    path.truncate(parent);
+                    continue;
+                }
                 walk(path, child, depth + 1, errors);
                 path.truncate(parent);
             }
@@ -328,6 +340,32 @@ mod tests {
         assert!(codes(Rule::Parameters, fits).is_empty());
         let over = json!({"k": "x".repeat(MAX_PARAMETERS_BYTES - 7)});
         assert_eq!(codes(Rule::Parameters, over), ["too_large"]);
+    }
+
+    #[test]
+    fn keys_a_json_library_reserves_are_refused_at_any_depth() {
+        use crate::json::{NUMBER_KEY, RAW_VALUE_KEY};
+        for key in [NUMBER_KEY, RAW_VALUE_KEY] {
+            let mut top = serde_json::Map::new();
+            top.insert(key.to_string(), json!("42"));
+            assert_eq!(
+                problems(Rule::Parameters, Value::Object(top.clone())),
+                [(format!("parameters.{key}"), "reserved_key")]
+            );
+            let deep = json!({"a": [{"b": Value::Object(top)}]});
+            assert_eq!(
+                problems(Rule::Parameters, deep),
+                [(format!("parameters.a[0].b.{key}"), "reserved_key")]
+            );
+        }
+        // Near misses are ordinary keys.
+        assert!(
+            codes(
+                Rule::Parameters,
+                json!({"$serde_json::private::Numbers": 1, "serde_json": 2})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

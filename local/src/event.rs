@@ -10,6 +10,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Utc};
 use lambda_http::Body;
 use lambda_http::aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayV2httpResponse};
+use lambda_http::http::uri::Authority;
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
@@ -47,18 +48,18 @@ pub fn of_request(request: &lambda_http::Request, gateway: Gateway<'_>) -> Value
             .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
             .collect();
         if name == header::COOKIE {
-            cookies.extend(
-                values
-                    .iter()
-                    .flat_map(|v| v.split(';'))
-                    .map(|c| c.trim().to_owned()),
-            );
+            let pairs = values.iter().flat_map(|v| v.split(';')).map(str::trim);
+            cookies.extend(pairs.filter(|c| !c.is_empty()).map(str::to_owned));
             continue;
         }
         headers.insert(name.as_str().to_owned(), Value::String(values.join(",")));
     }
     let header = |name: header::HeaderName| request.headers().get(name).and_then(|v| v.to_str().ok());
-    let domain = header(header::HOST).unwrap_or("localhost").to_owned();
+    // API Gateway's domain name has no port.
+    let host = header(header::HOST).unwrap_or("localhost");
+    let domain = host
+        .parse::<Authority>()
+        .map_or_else(|_| host.to_owned(), |authority| authority.host().to_owned());
     let mut event = json!({
         "version": "2.0",
         "routeKey": gateway.route_key,
@@ -193,7 +194,7 @@ mod tests {
             .header("Host", "localhost:3000")
             .header("If-Match", "\"1\"")
             .header("if-match", "\"2\"")
-            .header("Cookie", "a=1; b=2")
+            .header("Cookie", "a=1; b=2;")
             .body(body)
             .unwrap_or_default()
     }
@@ -214,6 +215,7 @@ mod tests {
         assert_eq!(event["pathParameters"], json!({"id": "abc"}));
         assert_eq!(event["headers"]["if-match"], "\"1\",\"2\"");
         assert_eq!(event["headers"]["host"], "localhost:3000");
+        assert_eq!(event["requestContext"]["domainName"], "localhost");
         assert!(event["headers"].get("cookie").is_none());
         assert_eq!(event["cookies"], json!(["a=1", "b=2"]));
         assert_eq!(

@@ -3,6 +3,7 @@
 //! Lambda Runtime Interface Emulator (`make run LAMBDA=1`), the way
 //! `sam local start-api` runs them in containers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_server_shared::Route;
@@ -13,7 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
-use lambda_http::http::{Method, Request, StatusCode, Uri, header};
+use lambda_http::http::{HeaderValue, Method, Request, StatusCode, Uri, header};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -43,7 +44,7 @@ pub struct Emulators {
     /// An emulator runs one instance of its function, which takes one
     /// invocation at a time (as one Lambda instance does); requests for
     /// the same function wait their turn here.
-    turns: [Mutex<()>; 3],
+    turns: [Arc<Mutex<()>>; 3],
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
@@ -117,10 +118,14 @@ impl Emulators {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(event.to_string())))
             .map_err(|e| InvokeError::Unreachable(e.to_string()))?;
-        let exchange = async {
-            let _turn = self.turns[index].lock().await;
-            let response = self
-                .client
+        // One invocation at a time per function; the integration timeout
+        // starts when this one's turn comes, and the turn is held until the
+        // emulator has answered, even if API Gateway gave up waiting.
+        let turn = Arc::clone(&self.turns[index]).lock_owned().await;
+        let client = self.client.clone();
+        let exchange = tokio::spawn(async move {
+            let _turn = turn;
+            let response = client
                 .request(request)
                 .await
                 .map_err(|e| InvokeError::Unreachable(e.to_string()))?;
@@ -131,18 +136,30 @@ impl Emulators {
                 .map_err(|e| InvokeError::Unreachable(e.to_string()))?
                 .to_bytes();
             Ok::<_, InvokeError>((status, bytes))
-        };
+        });
         let (status, bytes) = tokio::time::timeout(INTEGRATION_TIMEOUT, exchange)
             .await
-            .map_err(|_| InvokeError::Timeout(INTEGRATION_TIMEOUT))??;
+            .map_err(|_| InvokeError::Timeout(INTEGRATION_TIMEOUT))?
+            .map_err(|e| InvokeError::Unreachable(e.to_string()))??;
         if !status.is_success() {
             return Err(InvokeError::Failed(format!("the emulator answered {status}")));
         }
         // A function error comes back as {"errorType": …, "errorMessage": …}.
         let answer: Value = serde_json::from_slice(&bytes).map_err(|e| InvokeError::Failed(e.to_string()))?;
-        if answer.get("errorType").is_some() || answer.get("statusCode").is_none() {
-            let kind = answer["errorType"].as_str().unwrap_or("no statusCode").to_owned();
-            return Err(InvokeError::Failed(kind));
+        if let Some(kind) = answer.get("errorType") {
+            return Err(InvokeError::Failed(
+                kind.as_str().unwrap_or("an error").to_owned(),
+            ));
+        }
+        if answer.get("statusCode").is_none() {
+            // Payload 2.0: an answer without a status code is the body of a 200.
+            let mut plain = ApiGatewayV2httpResponse::default();
+            plain.status_code = 200;
+            plain
+                .headers
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            plain.body = Some(lambda_http::Body::Text(answer.to_string()));
+            return Ok(plain);
         }
         serde_json::from_value(answer).map_err(|e| InvokeError::Failed(e.to_string()))
     }

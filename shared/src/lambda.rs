@@ -50,6 +50,29 @@ use crate::request::request_id;
 use crate::store::Store;
 use crate::{App, Request, Response, auth, logging};
 
+/// The whole of a function's `main`: a single-threaded Tokio runtime
+/// driving [`run`].
+///
+/// One thread because an instance serves one invocation at a time and has a
+/// fraction of a CPU. On a multi-threaded runtime the handler runs on the
+/// main thread while the connections' I/O is polled on worker threads, so
+/// every read from the Runtime API or DynamoDB is a wake-up across threads
+/// (a futex round trip, a scheduler hop); under Lambda's CPU quota, shared
+/// by all threads of the instance, those hops also draw on the quota from
+/// more than one CPU. BENCHMARKS.md, "Runtime", has the measurements.
+/// Blocking work the SDK hands off (`spawn_blocking`, e.g. a DNS lookup)
+/// still gets Tokio's blocking threads.
+pub fn main<R: Resource>() -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run::<R>()),
+        Err(error) => {
+            logging::init();
+            tracing::error!(%error, "start-up failed: no async runtime");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the function for records of kind `R` until the Lambda runtime
 /// stops: logging and the panic hook first, then the app, then one
 /// [`handle`] per invocation. Returns failure (after logging why) if the

@@ -12,7 +12,8 @@ use agent_server_shared::store::{DynamoStore, Store};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
 
-#[tokio::main]
+// On one thread, as the functions run (`agent_server_shared::lambda::main`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let store = DynamoStore::from_env(TableNames::default()).await;
     let round = AtomicUsize::new(0);

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use agent_server_shared::ApiKey;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    agent_server_shared::lambda::run::<ApiKey>().await
+fn main() -> ExitCode {
+    agent_server_shared::lambda::main::<ApiKey>()
 }

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use agent_server_shared::Model;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    agent_server_shared::lambda::run::<Model>().await
+fn main() -> ExitCode {
+    agent_server_shared::lambda::main::<Model>()
 }

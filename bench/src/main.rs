@@ -8,7 +8,7 @@
 //! serves the Runtime API (`/2018-06-01/runtime/...`) on loopback, starts
 //! each function as a fresh process with the environment Lambda sets, hands
 //! it real API Gateway HTTP API events, and times:
-//! - init: process spawn until its first `GET .../invocation/next`;
+//! - init: process start until its first `GET .../invocation/next`;
 //! - first and warm latency: event handed out until its response is posted;
 //! - cold request: init + first, what the user of a cold start waits for;
 //! - peak RSS: the process's `VmHWM` before it is stopped.
@@ -38,6 +38,7 @@ use cgroup::{Controller, Group};
 use integration_tests::{DynamoLocal, client, free_port, repo_root};
 use runtime_api::RuntimeApi;
 use stats::Summary;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// Lambda arm64 prices, US East (N. Virginia), first pricing tier, as
 /// published on aws.amazon.com/lambda/pricing (checked 2025): per GB-second
@@ -47,6 +48,9 @@ const PRICE_REQUEST: f64 = 0.000_000_2;
 /// Share of requests that are cold starts, for the cost table (AWS's own
 /// analysis of production workloads: cold starts in under 1% of invocations).
 const COLD_SHARE: f64 = 0.01;
+
+/// UpdateItems sent to DynamoDB Local before the first measurement.
+const WARM_UP_REQUESTS: usize = 3_000;
 
 /// How the function is reached and how much CPU it gets.
 #[derive(Debug, Clone, Copy)]
@@ -132,11 +136,30 @@ struct Measured {
     first_ms: Vec<f64>,
     warm_ms: Vec<f64>,
     rss_mib: Vec<f64>,
+    /// CPU time the process used (all its threads): during init, during the
+    /// first invocation, during each warm one.
+    cpu_init_ms: Vec<f64>,
+    cpu_first_ms: Vec<f64>,
+    cpu_warm_ms: Vec<f64>,
     /// TLS connections opened during init, and during the first invocation.
     connections: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl Measured {
+    fn new(name: &str, tls: bool) -> Self {
+        Self {
+            name: name.to_string(),
+            init_ms: Vec::new(),
+            first_ms: Vec::new(),
+            warm_ms: Vec::new(),
+            rss_mib: Vec::new(),
+            cpu_init_ms: Vec::new(),
+            cpu_first_ms: Vec::new(),
+            cpu_warm_ms: Vec::new(),
+            connections: tls.then(|| (Vec::new(), Vec::new())),
+        }
+    }
+
     fn cold_ms(&self) -> Vec<f64> {
         self.init_ms
             .iter()
@@ -233,6 +256,11 @@ async fn run(options: Options) -> Result<(), String> {
     let scratch = std::env::temp_dir().join(format!("agent-server-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let tls = tls::Endpoint::start(&scratch, dynamodb_port).await?;
+    // DynamoDB Local is a JVM: its first thousands of requests run
+    // interpreted and are compiled as they come. Warm it up before anything
+    // is timed, so that no implementation pays for the emulator's warm-up.
+    eprintln!("bench: warming DynamoDB Local up ({WARM_UP_REQUESTS} UpdateItems)");
+    raw_update_item(&plain, WARM_UP_REQUESTS).await?;
     eprintln!("bench: TLS endpoint {} (CA in {})", tls.url, scratch.display());
 
     let controller = Controller::detect();
@@ -297,13 +325,23 @@ async fn run(options: Options) -> Result<(), String> {
             controller,
             options: &options,
         };
-        let mut measured = Vec::new();
-        for subject in &subjects {
-            eprintln!(
-                "bench: [{}] {} — {} cold starts x {} warm invocations",
-                setup.key, subject.name, options.cold, options.warm
-            );
-            measured.push(measure(subject, &context).await?);
+        eprintln!(
+            "bench: [{}] {} implementations, {} cold starts x {} warm invocations each",
+            setup.key,
+            subjects.len(),
+            options.cold,
+            options.warm
+        );
+        let mut measured: Vec<Measured> = subjects
+            .iter()
+            .map(|s| Measured::new(&s.name, setup.tls))
+            .collect();
+        // Round by round, every implementation in turn: whatever drifts
+        // during a run (the emulator's JIT, the host) falls on all alike.
+        for round in 0..options.cold {
+            for (subject, into) in subjects.iter().zip(&mut measured) {
+                measure(subject, &context, round, into).await?;
+            }
         }
         results.push(SetupResult {
             setup,
@@ -358,7 +396,13 @@ struct Context<'a> {
     options: &'a Options,
 }
 
-async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, String> {
+/// One cold start of `subject` and its warm invocations, added to `into`.
+async fn measure(
+    subject: &Subject,
+    context: &Context<'_>,
+    round: usize,
+    into: &mut Measured,
+) -> Result<(), String> {
     let Context {
         setup,
         api,
@@ -368,11 +412,20 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
         controller,
         options,
     } = context;
-    let (mut init, mut first, mut warm, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut init_conns, mut first_conns) = (Vec::new(), Vec::new());
+    let Measured {
+        init_ms: init,
+        first_ms: first,
+        warm_ms: warm,
+        rss_mib: rss,
+        cpu_init_ms: cpu_init,
+        cpu_first_ms: cpu_first,
+        cpu_warm_ms: cpu_warm,
+        connections,
+        ..
+    } = into;
     let memory = setup.memory_mb.unwrap_or(128);
     let quota = cgroup::quota_us(memory);
-    for round in 0..options.cold {
+    {
         // A fresh group per process, so its counters are its own.
         let group = match controller {
             Some(controller) => {
@@ -383,21 +436,20 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
             }
             None => None,
         };
-        let mut command = match &group {
-            // The shell joins the group, then becomes the function: the
-            // function's first instruction already runs under the quota.
-            Some(group) => {
-                let mut command = tokio::process::Command::new("/bin/sh");
-                command
-                    .arg("-c")
-                    .arg("echo $$ > \"$0\" && exec \"$@\"")
-                    .arg(group.procs())
-                    .arg(&subject.program);
-                command
-            }
-            None => tokio::process::Command::new(&subject.program),
-        };
+        // A shell joins the group, says it is ready and waits for the start
+        // signal, then becomes the function: the function's first
+        // instruction already runs under the quota, and the clock starts at
+        // the signal. Joining a fresh cgroup costs 10 to 25 ms of wall time
+        // on a cgroup v1 host (the migration waits for an RCU grace period),
+        // a cost of this harness that Lambda's init does not have. Without a
+        // group the shell joins nothing, so every setup is timed alike.
+        let join = group.as_ref().map_or(PathBuf::from("/dev/null"), Group::procs);
+        let mut command = tokio::process::Command::new("/bin/sh");
         command
+            .arg("-c")
+            .arg("echo $$ > \"$0\" && echo ready && read -r _ && exec \"$@\" > /dev/null")
+            .arg(join)
+            .arg(&subject.program)
             .args(&subject.args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -421,8 +473,8 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
                 subject.dir.as_deref().unwrap_or(Path::new(".")),
             )
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         if let Some(dir) = &subject.dir {
@@ -441,17 +493,40 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
                 }
             }
         }
-        let accepted_before = tls.map(|t| t.accepted());
-        let spawned = Instant::now();
         let mut child = command
             .spawn()
             .map_err(|e| format!("{}: {e}", subject.program.display()))?;
         let pid = child.id().unwrap_or(0);
+        let (Some(mut start), Some(ready)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(format!("{}: no pipes to the starting shell", subject.name));
+        };
+        let mut line = String::new();
+        tokio::io::BufReader::new(ready)
+            .read_line(&mut line)
+            .await
+            .map_err(|e| format!("{}: starting shell: {e}", subject.name))?;
+        if line.trim() != "ready" {
+            return Err(format!(
+                "{}: the starting shell could not join the group",
+                subject.name
+            ));
+        }
+        let accepted_before = tls.map(|t| t.accepted());
+        // The shell's own CPU so far is not the function's.
+        let cpu_at_start = cpu_ms(pid);
+        let spawned = Instant::now();
+        start
+            .write_all(b"go\n")
+            .await
+            .map_err(|e| format!("{}: start signal: {e}", subject.name))?;
+        drop(start);
         let ready = api
             .wait_for_next(Duration::from_secs(60))
             .await
             .map_err(|e| format!("{}: {e}", subject.name))?;
         init.push(ms(ready - spawned));
+        let mut cpu_before = cpu_ms(pid);
+        cpu_init.push(cpu_before - cpu_at_start);
         // Lambda's init phase is over: from here on, the function's share.
         if let Some(group) = &group
             && !setup.throttle_init
@@ -465,6 +540,18 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
             // back, every request would pay for the previous one's CPU.
             if invocation > 0 && group.is_some() {
                 tokio::time::sleep(Duration::from_micros(cgroup::PERIOD_US)).await;
+            }
+            // What the function did after posting the previous response
+            // (logging, asking for the next event) is that invocation's CPU.
+            if invocation > 0 {
+                let now = cpu_ms(pid);
+                if invocation == 1 {
+                    &mut *cpu_first
+                } else {
+                    &mut *cpu_warm
+                }
+                .push(now - cpu_before);
+                cpu_before = now;
             }
             let outcome = api
                 .invoke(event, Duration::from_secs(60))
@@ -481,7 +568,9 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
             }
             if invocation == 0 {
                 first.push(ms(outcome.latency));
-                if let (Some(t), Some(before), Some(at_init)) = (tls, accepted_before, accepted_at_init) {
+                if let (Some(t), Some(before), Some(at_init), Some((init_conns, first_conns))) =
+                    (tls, accepted_before, accepted_at_init, connections.as_mut())
+                {
                     init_conns.push((at_init - before) as f64);
                     first_conns.push((t.accepted() - at_init) as f64);
                 }
@@ -489,20 +578,16 @@ async fn measure(subject: &Subject, context: &Context<'_>) -> Result<Measured, S
                 warm.push(ms(outcome.latency));
             }
         }
+        tokio::time::sleep(Duration::from_micros(cgroup::PERIOD_US)).await;
+        let now = cpu_ms(pid);
+        cpu_warm.push(now - cpu_before);
         rss.push(peak_rss_mib(pid));
         let _ = child.kill().await;
         let _ = child.wait().await;
         api.forget_process().await;
         drop(group);
     }
-    Ok(Measured {
-        name: subject.name.clone(),
-        init_ms: init,
-        first_ms: first,
-        warm_ms: warm,
-        rss_mib: rss,
-        connections: tls.map(|_| (init_conns, first_conns)),
-    })
+    Ok(())
 }
 
 /// The database floor of the earlier method: the same conditional
@@ -528,6 +613,21 @@ async fn raw_update_item(endpoint: &str, count: usize) -> Result<Summary, String
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
+}
+
+/// CPU time all of the process's threads have run, in ms (the first field
+/// of each thread's `schedstat`, nanoseconds on a CPU). Threads that have
+/// exited are not counted; the functions measured keep theirs.
+fn cpu_ms(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return f64::NAN;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e6
 }
 
 /// The process's peak resident set (`VmHWM`), in MiB.
@@ -591,8 +691,8 @@ fn report(
             }
         };
         out.push_str(
-            "| implementation | init | first invocation | **cold request** | warm | peak RSS | TLS connections at init / first |\n\
-             |---|---|---|---|---|---|---|\n",
+            "| implementation | init | first invocation | **cold request** | warm | CPU: init / first / warm | peak RSS | TLS connections at init / first |\n\
+             |---|---|---|---|---|---|---|---|\n",
         );
         for m in measured {
             let connections = match &m.connections {
@@ -604,18 +704,21 @@ fn report(
                 None => "plain HTTP".into(),
             };
             out.push_str(&format!(
-                "| {} | {} | {} | **{}** | {} | {:.1} MiB | {connections} |\n",
+                "| {} | {} | {} | **{}** | {} | {:.1} / {:.2} / {:.2} ms | {:.1} MiB | {connections} |\n",
                 m.name,
                 cell(&m.init_ms, 1),
                 cell(&m.first_ms, 1),
                 cell(&m.cold_ms(), 1),
                 cell(&m.warm_ms, 2),
+                Summary::of(&m.cpu_init_ms).median,
+                Summary::of(&m.cpu_first_ms).median,
+                Summary::of(&m.cpu_warm_ms).median,
                 Summary::of(&m.rss_mib).median,
             ));
         }
         if result.setup.key == "plain" {
             out.push_str(&format!(
-                "| raw conditional UpdateItem (warm client in the harness) | | | | {:.2} ms ({:.2}) | | |\n",
+                "| raw conditional UpdateItem (warm client in the harness) | | | | {:.2} ms ({:.2}) | | | |\n",
                 raw.median, raw.p90
             ));
         }

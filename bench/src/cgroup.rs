@@ -78,9 +78,9 @@ impl Group {
             let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
         }
         let dir = root.join(format!("agent-server-bench-{name}"));
-        if !dir.exists() {
-            std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        }
+        // A group left behind holds its counters, and maybe a process: never
+        // measure in one.
+        std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         let group = Self { dir, v2 };
         let control = if v2 { "cpu.max" } else { "cpu.cfs_quota_us" };
         if !group.dir.join(control).exists() {

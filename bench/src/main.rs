@@ -336,11 +336,14 @@ async fn run(options: Options) -> Result<(), String> {
             .iter()
             .map(|s| Measured::new(&s.name, setup.tls))
             .collect();
-        // Round by round, every implementation in turn: whatever drifts
-        // during a run (the emulator's JIT, the host) falls on all alike.
+        // Round by round, every implementation in turn, each round starting
+        // one further along: whatever drifts during a run (the emulator's
+        // JIT, the host) falls on all alike, and no implementation always
+        // follows the same one (Python's seconds of CPU, say).
         for round in 0..options.cold {
-            for (subject, into) in subjects.iter().zip(&mut measured) {
-                measure(subject, &context, round, into).await?;
+            for turn in 0..subjects.len() {
+                let index = (round + turn) % subjects.len();
+                measure(&subjects[index], &context, round, index, &mut measured[index]).await?;
             }
         }
         results.push(SetupResult {
@@ -401,6 +404,7 @@ async fn measure(
     subject: &Subject,
     context: &Context<'_>,
     round: usize,
+    index: usize,
     into: &mut Measured,
 ) -> Result<(), String> {
     let Context {
@@ -429,7 +433,7 @@ async fn measure(
         // A fresh group per process, so its counters are its own.
         let group = match controller {
             Some(controller) => {
-                let name = format!("{}-{}-{round}", std::process::id(), setup.key);
+                let name = format!("{}-{}-{round}-{index}", std::process::id(), setup.key);
                 let group = Group::create(controller, &name)?;
                 group.limit(setup.throttle_init.then_some(quota))?;
                 Some(group)
@@ -501,15 +505,17 @@ async fn measure(
             return Err(format!("{}: no pipes to the starting shell", subject.name));
         };
         let mut line = String::new();
-        tokio::io::BufReader::new(ready)
-            .read_line(&mut line)
-            .await
-            .map_err(|e| format!("{}: starting shell: {e}", subject.name))?;
-        if line.trim() != "ready" {
-            return Err(format!(
-                "{}: the starting shell could not join the group",
-                subject.name
-            ));
+        let mut ready = tokio::io::BufReader::new(ready);
+        let problem = match tokio::time::timeout(Duration::from_secs(60), ready.read_line(&mut line)).await {
+            Ok(Ok(_)) if line.trim() == "ready" => None,
+            Ok(Ok(_)) => Some("exited before it was ready".to_string()),
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("not ready within 60s".to_string()),
+        };
+        if let Some(problem) = problem {
+            // Gone before the group is removed, or the group stays behind.
+            let _ = child.kill().await;
+            return Err(format!("{}: the starting shell: {problem}", subject.name));
         }
         let accepted_before = tls.map(|t| t.accepted());
         // The shell's own CPU so far is not the function's.

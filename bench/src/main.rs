@@ -429,170 +429,168 @@ async fn measure(
     } = into;
     let memory = setup.memory_mb.unwrap_or(128);
     let quota = cgroup::quota_us(memory);
+    // A fresh group per process, so its counters are its own.
+    let group = match controller {
+        Some(controller) => {
+            let name = format!("{}-{}-{round}-{index}", std::process::id(), setup.key);
+            let group = Group::create(controller, &name)?;
+            group.limit(setup.throttle_init.then_some(quota))?;
+            Some(group)
+        }
+        None => None,
+    };
+    // A shell joins the group, says it is ready and waits for the start
+    // signal, then becomes the function: the function's first
+    // instruction already runs under the quota, and the clock starts at
+    // the signal. Joining a fresh cgroup costs about 7 to 25 ms of wall time
+    // on a cgroup v1 host (the migration waits for an RCU grace period),
+    // a cost of this harness that Lambda's init does not have. Without a
+    // group the shell joins nothing, so every setup is timed alike.
+    let join = group.as_ref().map_or(PathBuf::from("/dev/null"), Group::procs);
+    let mut command = tokio::process::Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg("echo $$ > \"$0\" && echo ready && read -r _ && exec \"$@\" > /dev/null")
+        .arg(join)
+        .arg(&subject.program)
+        .args(&subject.args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_LAMBDA_RUNTIME_API", api.address())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "update-model")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.to_string())
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/update-model")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .env("AWS_LAMBDA_LOG_LEVEL", "WARN")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench")
+        .env("AWS_SESSION_TOKEN", "bench")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+        .env("MODELS_TABLE", "agent-server-models")
+        .env(
+            "LAMBDA_TASK_ROOT",
+            subject.dir.as_deref().unwrap_or(Path::new(".")),
+        )
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(dir) = &subject.dir {
+        command.current_dir(dir);
+    }
+    match tls {
+        // Trusting the run's CA the way an operator trusts another one.
+        Some(tls) => {
+            command
+                .env("SSL_CERT_FILE", &tls.bundle)
+                .env("AWS_CA_BUNDLE", &tls.bundle);
+        }
+        None => {
+            if let Ok(bundle) = std::env::var("SSL_CERT_FILE") {
+                command.env("SSL_CERT_FILE", bundle);
+            }
+        }
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("{}: {e}", subject.program.display()))?;
+    let pid = child.id().unwrap_or(0);
+    let (Some(mut start), Some(ready)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(format!("{}: no pipes to the starting shell", subject.name));
+    };
+    let mut line = String::new();
+    let mut ready = tokio::io::BufReader::new(ready);
+    let problem = match tokio::time::timeout(Duration::from_secs(60), ready.read_line(&mut line)).await {
+        Ok(Ok(_)) if line.trim() == "ready" => None,
+        Ok(Ok(_)) => Some("exited before it was ready".to_string()),
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some("not ready within 60s".to_string()),
+    };
+    if let Some(problem) = problem {
+        // Gone before the group is removed, or the group stays behind.
+        let _ = child.kill().await;
+        return Err(format!("{}: the starting shell: {problem}", subject.name));
+    }
+    let accepted_before = tls.map(|t| t.accepted());
+    // The shell's own CPU so far is not the function's.
+    let cpu_at_start = cpu_ms(pid);
+    let spawned = Instant::now();
+    start
+        .write_all(b"go\n")
+        .await
+        .map_err(|e| format!("{}: start signal: {e}", subject.name))?;
+    drop(start);
+    let ready = api
+        .wait_for_next(Duration::from_secs(60))
+        .await
+        .map_err(|e| format!("{}: {e}", subject.name))?;
+    init.push(ms(ready - spawned));
+    let mut cpu_before = cpu_ms(pid);
+    cpu_init.push(cpu_before - cpu_at_start);
+    // Lambda's init phase is over: from here on, the function's share.
+    if let Some(group) = &group
+        && !setup.throttle_init
     {
-        // A fresh group per process, so its counters are its own.
-        let group = match controller {
-            Some(controller) => {
-                let name = format!("{}-{}-{round}-{index}", std::process::id(), setup.key);
-                let group = Group::create(controller, &name)?;
-                group.limit(setup.throttle_init.then_some(quota))?;
-                Some(group)
-            }
-            None => None,
-        };
-        // A shell joins the group, says it is ready and waits for the start
-        // signal, then becomes the function: the function's first
-        // instruction already runs under the quota, and the clock starts at
-        // the signal. Joining a fresh cgroup costs 10 to 25 ms of wall time
-        // on a cgroup v1 host (the migration waits for an RCU grace period),
-        // a cost of this harness that Lambda's init does not have. Without a
-        // group the shell joins nothing, so every setup is timed alike.
-        let join = group.as_ref().map_or(PathBuf::from("/dev/null"), Group::procs);
-        let mut command = tokio::process::Command::new("/bin/sh");
-        command
-            .arg("-c")
-            .arg("echo $$ > \"$0\" && echo ready && read -r _ && exec \"$@\" > /dev/null")
-            .arg(join)
-            .arg(&subject.program)
-            .args(&subject.args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("AWS_LAMBDA_RUNTIME_API", api.address())
-            .env("AWS_LAMBDA_FUNCTION_NAME", "update-model")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.to_string())
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/update-model")
-            .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-            .env("AWS_LAMBDA_LOG_LEVEL", "WARN")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_DEFAULT_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "bench")
-            .env("AWS_SECRET_ACCESS_KEY", "bench")
-            .env("AWS_SESSION_TOKEN", "bench")
-            .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
-            .env("MODELS_TABLE", "agent-server-models")
-            .env(
-                "LAMBDA_TASK_ROOT",
-                subject.dir.as_deref().unwrap_or(Path::new(".")),
-            )
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        if let Some(dir) = &subject.dir {
-            command.current_dir(dir);
-        }
-        match tls {
-            // Trusting the run's CA the way an operator trusts another one.
-            Some(tls) => {
-                command
-                    .env("SSL_CERT_FILE", &tls.bundle)
-                    .env("AWS_CA_BUNDLE", &tls.bundle);
-            }
-            None => {
-                if let Ok(bundle) = std::env::var("SSL_CERT_FILE") {
-                    command.env("SSL_CERT_FILE", bundle);
-                }
-            }
-        }
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("{}: {e}", subject.program.display()))?;
-        let pid = child.id().unwrap_or(0);
-        let (Some(mut start), Some(ready)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(format!("{}: no pipes to the starting shell", subject.name));
-        };
-        let mut line = String::new();
-        let mut ready = tokio::io::BufReader::new(ready);
-        let problem = match tokio::time::timeout(Duration::from_secs(60), ready.read_line(&mut line)).await {
-            Ok(Ok(_)) if line.trim() == "ready" => None,
-            Ok(Ok(_)) => Some("exited before it was ready".to_string()),
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some("not ready within 60s".to_string()),
-        };
-        if let Some(problem) = problem {
-            // Gone before the group is removed, or the group stays behind.
-            let _ = child.kill().await;
-            return Err(format!("{}: the starting shell: {problem}", subject.name));
-        }
-        let accepted_before = tls.map(|t| t.accepted());
-        // The shell's own CPU so far is not the function's.
-        let cpu_at_start = cpu_ms(pid);
-        let spawned = Instant::now();
-        start
-            .write_all(b"go\n")
-            .await
-            .map_err(|e| format!("{}: start signal: {e}", subject.name))?;
-        drop(start);
-        let ready = api
-            .wait_for_next(Duration::from_secs(60))
-            .await
-            .map_err(|e| format!("{}: {e}", subject.name))?;
-        init.push(ms(ready - spawned));
-        let mut cpu_before = cpu_ms(pid);
-        cpu_init.push(cpu_before - cpu_at_start);
-        // Lambda's init phase is over: from here on, the function's share.
-        if let Some(group) = &group
-            && !setup.throttle_init
-        {
-            group.limit(Some(quota))?;
-        }
-        let accepted_at_init = tls.map(|t| t.accepted());
-        for invocation in 0..=options.warm {
+        group.limit(Some(quota))?;
+    }
+    let accepted_at_init = tls.map(|t| t.accepted());
+    for invocation in 0..=options.warm {
+        if invocation > 0 {
             // Under a quota, each warm request starts with a fresh period, as
             // a request to an instance that is not saturated does; back to
             // back, every request would pay for the previous one's CPU.
-            if invocation > 0 && group.is_some() {
+            if group.is_some() {
                 tokio::time::sleep(Duration::from_micros(cgroup::PERIOD_US)).await;
             }
             // What the function did after posting the previous response
             // (logging, asking for the next event) is that invocation's CPU.
-            if invocation > 0 {
-                let now = cpu_ms(pid);
-                if invocation == 1 {
-                    &mut *cpu_first
-                } else {
-                    &mut *cpu_warm
-                }
-                .push(now - cpu_before);
-                cpu_before = now;
-            }
-            let outcome = api
-                .invoke(event, Duration::from_secs(60))
-                .await
-                .map_err(|e| format!("{}: {e}", subject.name))?;
-            let status = serde_json::from_str::<serde_json::Value>(&outcome.body)
-                .ok()
-                .and_then(|response| response["statusCode"].as_u64());
-            if subject.envelope && status != Some(200) {
-                return Err(format!(
-                    "{}: round {round}: not a 200 envelope: {}",
-                    subject.name, outcome.body
-                ));
-            }
-            if invocation == 0 {
-                first.push(ms(outcome.latency));
-                if let (Some(t), Some(before), Some(at_init), Some((init_conns, first_conns))) =
-                    (tls, accepted_before, accepted_at_init, connections.as_mut())
-                {
-                    init_conns.push((at_init - before) as f64);
-                    first_conns.push((t.accepted() - at_init) as f64);
-                }
+            let now = cpu_ms(pid);
+            if invocation == 1 {
+                &mut *cpu_first
             } else {
-                warm.push(ms(outcome.latency));
+                &mut *cpu_warm
             }
+            .push(now - cpu_before);
+            cpu_before = now;
         }
-        tokio::time::sleep(Duration::from_micros(cgroup::PERIOD_US)).await;
-        let now = cpu_ms(pid);
-        cpu_warm.push(now - cpu_before);
-        rss.push(peak_rss_mib(pid));
-        let _ = child.kill().await;
-        let _ = child.wait().await;
-        api.forget_process().await;
-        drop(group);
+        let outcome = api
+            .invoke(event, Duration::from_secs(60))
+            .await
+            .map_err(|e| format!("{}: {e}", subject.name))?;
+        let status = serde_json::from_str::<serde_json::Value>(&outcome.body)
+            .ok()
+            .and_then(|response| response["statusCode"].as_u64());
+        if subject.envelope && status != Some(200) {
+            return Err(format!(
+                "{}: round {round}: not a 200 envelope: {}",
+                subject.name, outcome.body
+            ));
+        }
+        if invocation == 0 {
+            first.push(ms(outcome.latency));
+            if let (Some(t), Some(before), Some(at_init), Some((init_conns, first_conns))) =
+                (tls, accepted_before, accepted_at_init, connections.as_mut())
+            {
+                init_conns.push((at_init - before) as f64);
+                first_conns.push((t.accepted() - at_init) as f64);
+            }
+        } else {
+            warm.push(ms(outcome.latency));
+        }
     }
+    tokio::time::sleep(Duration::from_micros(cgroup::PERIOD_US)).await;
+    let now = cpu_ms(pid);
+    cpu_warm.push(now - cpu_before);
+    rss.push(peak_rss_mib(pid));
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+    api.forget_process().await;
+    drop(group);
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::item::{Attribute, Item, ItemError, Kind};
 pub use crate::provider::ProviderType;
-use crate::rules::Rule;
+use crate::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Rule};
 use crate::store::Table;
 use Access::{Kept, Key, Set, Stamp};
 
@@ -150,7 +150,7 @@ record! {
         /// Provider the key belongs to (read-only).
         provider_type: String = Kept,
         /// Display name.
-        name: String = Set(Rule::Text),
+        name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// Whether agents may use the key.
         enabled: bool = Set(Rule::Flag),
         /// Creation time.
@@ -159,7 +159,7 @@ record! {
         updated_at: String = Stamp,
     }
     write_only {
-        api_key: String = Rule::Secret,
+        api_key: String = Rule::Secret { max: MAX_SECRET_CHARS },
     }
 }
 
@@ -171,7 +171,7 @@ record! {
         /// Owning project.
         project_id: String = Key,
         /// Display name.
-        name: String = Set(Rule::Text),
+        name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// Server URL.
         endpoint: String = Set(Rule::Endpoint),
         /// HTTP headers sent to the server.
@@ -191,9 +191,9 @@ record! {
         /// Owning project.
         project_id: String = Key,
         /// Display name.
-        name: String = Set(Rule::Text),
+        name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// The provider's model identifier.
-        model_id: String = Set(Rule::Text),
+        model_id: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// The provider.
         provider_type: String = Set(Rule::Provider),
         /// Free-form model parameters.
@@ -289,7 +289,15 @@ mod tests {
             ["id", "project_id", "created_at", "updated_at", "provider_type"]
         );
         assert_eq!(Model::read_only(), ALWAYS_READ_ONLY);
-        assert_eq!(ApiKey::settable("api_key"), Some(("api_key", Rule::Secret)));
+        assert_eq!(
+            ApiKey::settable("api_key"),
+            Some((
+                "api_key",
+                Rule::Secret {
+                    max: MAX_SECRET_CHARS
+                }
+            ))
+        );
         assert_eq!(ApiKey::settable("provider_type"), None);
     }
 }

@@ -329,12 +329,9 @@ fn every_limit_in_openapi_is_the_code_s() {
     use agent_server_shared::error::{MAX_FIELD_ERRORS, MAX_FIELD_PATH_BYTES};
     use agent_server_shared::rules::endpoint::MAX_URL_CHARS;
     use agent_server_shared::rules::headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS};
-    use agent_server_shared::rules::text::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
     let doc = document();
     let number = |pointer: &str| doc.pointer(pointer).and_then(Value::as_u64).map(|n| n as usize);
     let limits = [
-        ("/components/schemas/Text/maxLength", MAX_TEXT_CHARS),
-        ("/components/schemas/Secret/maxLength", MAX_SECRET_CHARS),
         ("/components/schemas/Endpoint/maxLength", MAX_URL_CHARS),
         ("/components/schemas/Headers/maxProperties", MAX_HEADERS),
         (
@@ -357,6 +354,41 @@ fn every_limit_in_openapi_is_the_code_s() {
         name_pattern.ends_with(&format!("{{1,{MAX_HEADER_NAME_CHARS}}}$")),
         "{name_pattern}"
     );
+}
+
+/// The `maxLength` a value under `node` must meet: the smallest one it
+/// states itself or through `$ref` and `allOf`.
+fn max_length(doc: &Value, node: &Value) -> Option<u64> {
+    let node = resolve(doc, node);
+    let inherited = node["allOf"].as_array().into_iter().flatten();
+    let inherited = inherited.filter_map(|part| max_length(doc, part));
+    node["maxLength"].as_u64().into_iter().chain(inherited).min()
+}
+
+/// A field whose rule carries its own length limit (`Rule::Text { max }`)
+/// states that limit as its schema's `maxLength`, through any `$ref` or
+/// `allOf`.
+#[test]
+fn each_field_s_length_limit_is_its_declaration_s() {
+    fn lengths<R: Resource>(update: &str) -> Vec<(String, &'static str, usize)> {
+        R::FIELDS
+            .iter()
+            .filter_map(|field| Some((update.to_string(), field.name, field.rule()?.max_chars()?)))
+            .collect()
+    }
+    let doc = document();
+    let declared = [
+        lengths::<ApiKey>("ApiKeyUpdate"),
+        lengths::<McpServer>("McpServerUpdate"),
+        lengths::<Model>("ModelUpdate"),
+    ]
+    .concat();
+    assert!(declared.len() >= 4, "name x3, model_id, api_key: {declared:?}");
+    for (update, field, max) in declared {
+        let property = &schema(&doc, &update)["properties"][field];
+        let documented = max_length(&doc, property);
+        assert_eq!(documented, Some(max as u64), "{update}.{field}: maxLength");
+    }
 }
 
 #[test]

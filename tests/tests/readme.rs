@@ -13,7 +13,7 @@ use agent_server_shared::request::MAX_BODY_BYTES;
 use agent_server_shared::rules::parameters::{MAX_NUMBER_EXPONENT, MIN_NUMBER_EXPONENT};
 use agent_server_shared::rules::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES,
-    MAX_PARAMETERS_DEPTH, MAX_SECRET_CHARS, MAX_TEXT_CHARS, MAX_URL_CHARS,
+    MAX_PARAMETERS_DEPTH, MAX_URL_CHARS,
 };
 use integration_tests::repo_root;
 
@@ -70,6 +70,16 @@ fn settable<R: Resource>() -> Vec<&'static str> {
         .collect()
 }
 
+/// Every settable field of every route whose rule carries its own length
+/// limit, with that limit.
+fn declared_lengths() -> Vec<(&'static str, usize)> {
+    [ApiKey::FIELDS, McpServer::FIELDS, Model::FIELDS]
+        .concat()
+        .into_iter()
+        .filter_map(|field| Some((field.name, field.rule()?.max_chars()?)))
+        .collect()
+}
+
 #[test]
 fn every_settable_field_has_a_row_with_known_codes() {
     let readme = readme();
@@ -92,9 +102,9 @@ fn every_settable_field_has_a_row_with_known_codes() {
 fn the_field_rules_state_the_code_s_limits() {
     let readme = readme();
     let rows = field_rows(&readme);
-    let limits: [(&str, Vec<String>); 5] = [
-        ("name", vec![format!("1–{MAX_TEXT_CHARS} characters")]),
-        ("api_key", vec![format!("1–{MAX_SECRET_CHARS} characters")]),
+    let lengths = declared_lengths().into_iter();
+    let lengths = lengths.map(|(field, max)| (field, vec![format!("1–{max} characters")]));
+    let limits = [
         ("endpoint", vec![format!("at most {MAX_URL_CHARS} characters")]),
         (
             "headers",
@@ -115,7 +125,7 @@ fn the_field_rules_state_the_code_s_limits() {
             ],
         ),
     ];
-    for (field, phrases) in limits {
+    for (field, phrases) in limits.into_iter().chain(lengths) {
         let rule = &row(&rows, field)[1];
         for phrase in phrases {
             assert!(

@@ -6,7 +6,7 @@ use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
 use agent_server_shared::item::Kind;
 use agent_server_shared::records::{Access, Field};
-use agent_server_shared::rules::Rule;
+use agent_server_shared::rules::{MAX_TEXT_CHARS, Rule};
 use agent_server_shared::store::{DynamoStore, Key, Store, StoreError, Update};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
@@ -32,12 +32,12 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "name",
-        access: Access::Set(Rule::Text),
+        access: Access::Set(Rule::Text { max: MAX_TEXT_CHARS }),
         kind: Kind::String,
     },
     Field {
         name: "model_id",
-        access: Access::Set(Rule::Text),
+        access: Access::Set(Rule::Text { max: MAX_TEXT_CHARS }),
         kind: Kind::String,
     },
     Field {

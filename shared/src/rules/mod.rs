@@ -26,10 +26,18 @@ pub use text::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
 /// How a body field is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
-    /// `name`, `model_id`: 1 to [`MAX_TEXT_CHARS`] characters, not blank, no control characters.
-    Text,
-    /// `api_key`: 1 to [`MAX_SECRET_CHARS`] characters, no whitespace or control characters.
-    Secret,
+    /// A display string such as `name` or `model_id`: 1 to `max`
+    /// characters, not blank, no control characters.
+    Text {
+        /// Most characters (Unicode scalar values).
+        max: usize,
+    },
+    /// A secret such as `api_key`: 1 to `max` characters, no whitespace or
+    /// control characters.
+    Secret {
+        /// Most characters (Unicode scalar values).
+        max: usize,
+    },
     /// `enabled`: a boolean.
     Flag,
     /// `endpoint`: an absolute http(s) URL to an allowed host.
@@ -50,11 +58,20 @@ pub struct Policy {
 }
 
 impl Rule {
+    /// The most characters a string under this rule may have, where the
+    /// limit is the rule's own data (documents state it per field).
+    pub fn max_chars(self) -> Option<usize> {
+        match self {
+            Rule::Text { max } | Rule::Secret { max } => Some(max),
+            _ => None,
+        }
+    }
+
     /// Checks `value` found at `path`, adding each problem to `errors`.
     pub fn check(self, path: &str, value: &Value, policy: Policy, errors: &mut FieldErrors) {
         match self {
-            Rule::Text => text::text(path, value, errors),
-            Rule::Secret => text::secret(path, value, errors),
+            Rule::Text { max } => text::text(path, value, max, errors),
+            Rule::Secret { max } => text::secret(path, value, max, errors),
             Rule::Flag => {
                 if !value.is_boolean() {
                     errors.push(wrong_type(path, "a boolean", value));
@@ -124,7 +141,9 @@ mod tests {
 
     #[test]
     fn wrong_types_and_null() {
-        for rule in [Rule::Text, Rule::Secret, Rule::Endpoint, Rule::Provider] {
+        let text = Rule::Text { max: 10 };
+        let secret = Rule::Secret { max: 10 };
+        for rule in [text, secret, Rule::Endpoint, Rule::Provider] {
             for value in [json!(null), json!(1), json!(true), json!([]), json!({})] {
                 assert_eq!(codes(rule, value), ["invalid_type"], "{rule:?}");
             }

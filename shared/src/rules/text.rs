@@ -26,11 +26,11 @@ fn length(path: &str, text: &str, max: usize, errors: &mut FieldErrors) -> bool 
     false
 }
 
-pub(super) fn text(path: &str, value: &Value, errors: &mut FieldErrors) {
+pub(super) fn text(path: &str, value: &Value, max: usize, errors: &mut FieldErrors) {
     let Some(text) = value.as_str() else {
         return errors.push(wrong_type(path, "a string", value));
     };
-    if !length(path, text, MAX_TEXT_CHARS, errors) {
+    if !length(path, text, max, errors) {
         return;
     }
     if text.chars().any(char::is_control) {
@@ -48,13 +48,11 @@ pub(super) fn text(path: &str, value: &Value, errors: &mut FieldErrors) {
     }
 }
 
-pub(super) fn secret(path: &str, value: &Value, errors: &mut FieldErrors) {
+pub(super) fn secret(path: &str, value: &Value, max: usize, errors: &mut FieldErrors) {
     let Some(secret) = value.as_str() else {
         return errors.push(wrong_type(path, "a string", value));
     };
-    if length(path, secret, MAX_SECRET_CHARS, errors)
-        && secret.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
+    if length(path, secret, max, errors) && secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
         errors.push(FieldError::new(
             path,
             "invalid_character",
@@ -80,46 +78,58 @@ pub(super) fn provider(path: &str, value: &Value, errors: &mut FieldErrors) {
 mod tests {
     use super::super::Rule;
     use super::super::testing::{codes, errors};
+    use super::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
     use serde_json::json;
+
+    const NAME: Rule = Rule::Text { max: MAX_TEXT_CHARS };
+    const API_KEY: Rule = Rule::Secret {
+        max: MAX_SECRET_CHARS,
+    };
 
     #[test]
     fn text_length_boundaries_count_characters() {
-        assert!(codes(Rule::Text, json!("a".repeat(255))).is_empty());
-        assert_eq!(codes(Rule::Text, json!("a".repeat(256))), ["too_long"]);
+        assert!(codes(NAME, json!("a".repeat(255))).is_empty());
+        assert_eq!(codes(NAME, json!("a".repeat(256))), ["too_long"]);
         // 255 four-byte characters are 1020 bytes and still fit.
-        assert!(codes(Rule::Text, json!("😀".repeat(255))).is_empty());
-        assert_eq!(codes(Rule::Text, json!("é".repeat(256))), ["too_long"]);
-        assert_eq!(codes(Rule::Text, json!("")), ["too_short"]);
-        assert!(codes(Rule::Text, json!("x")).is_empty());
+        assert!(codes(NAME, json!("😀".repeat(255))).is_empty());
+        assert_eq!(codes(NAME, json!("é".repeat(256))), ["too_long"]);
+        // The limit is the rule's data: another field may have another.
+        let long = Rule::Text { max: 1000 };
+        assert!(codes(long, json!("é".repeat(1000))).is_empty());
+        assert_eq!(codes(long, json!("é".repeat(1001))), ["too_long"]);
+        let errors = errors(long, "description", json!(""));
+        assert_eq!(errors[0].message, "must be 1 to 1000 characters");
+        assert_eq!(codes(NAME, json!("")), ["too_short"]);
+        assert!(codes(NAME, json!("x")).is_empty());
     }
 
     #[test]
     fn text_must_not_be_blank_or_control() {
-        assert_eq!(codes(Rule::Text, json!("   ")), ["blank"]);
-        assert_eq!(codes(Rule::Text, json!("\u{3000}")), ["blank"]);
-        assert_eq!(codes(Rule::Text, json!("a\tb")), ["control_character"]);
-        assert_eq!(codes(Rule::Text, json!("a\u{0}b")), ["control_character"]);
-        assert_eq!(codes(Rule::Text, json!("a\u{7f}")), ["control_character"]);
-        assert_eq!(codes(Rule::Text, json!("a\u{85}")), ["control_character"]);
-        assert!(codes(Rule::Text, json!(" Claude Sonnet 4 ")).is_empty());
-        assert!(codes(Rule::Text, json!("модель 模型")).is_empty());
+        assert_eq!(codes(NAME, json!("   ")), ["blank"]);
+        assert_eq!(codes(NAME, json!("\u{3000}")), ["blank"]);
+        assert_eq!(codes(NAME, json!("a\tb")), ["control_character"]);
+        assert_eq!(codes(NAME, json!("a\u{0}b")), ["control_character"]);
+        assert_eq!(codes(NAME, json!("a\u{7f}")), ["control_character"]);
+        assert_eq!(codes(NAME, json!("a\u{85}")), ["control_character"]);
+        assert!(codes(NAME, json!(" Claude Sonnet 4 ")).is_empty());
+        assert!(codes(NAME, json!("модель 模型")).is_empty());
     }
 
     #[test]
     fn secret_rules() {
-        assert!(codes(Rule::Secret, json!("k".repeat(4096))).is_empty());
-        assert_eq!(codes(Rule::Secret, json!("k".repeat(4097))), ["too_long"]);
-        assert_eq!(codes(Rule::Secret, json!("")), ["too_short"]);
-        assert_eq!(codes(Rule::Secret, json!("sk live")), ["invalid_character"]);
-        assert_eq!(codes(Rule::Secret, json!("sk\u{a0}live")), ["invalid_character"]);
-        assert_eq!(codes(Rule::Secret, json!("sk\nlive")), ["invalid_character"]);
-        assert!(codes(Rule::Secret, json!("sk-ant-api03_ключ")).is_empty());
+        assert!(codes(API_KEY, json!("k".repeat(4096))).is_empty());
+        assert_eq!(codes(API_KEY, json!("k".repeat(4097))), ["too_long"]);
+        assert_eq!(codes(API_KEY, json!("")), ["too_short"]);
+        assert_eq!(codes(API_KEY, json!("sk live")), ["invalid_character"]);
+        assert_eq!(codes(API_KEY, json!("sk\u{a0}live")), ["invalid_character"]);
+        assert_eq!(codes(API_KEY, json!("sk\nlive")), ["invalid_character"]);
+        assert!(codes(API_KEY, json!("sk-ant-api03_ключ")).is_empty());
     }
 
     #[test]
     fn secret_messages_never_contain_the_secret() {
         for value in ["", "sk SENTINEL", &"SENTINEL".repeat(600)] {
-            let errors = errors(Rule::Secret, "api_key", json!(value));
+            let errors = errors(API_KEY, "api_key", json!(value));
             assert!(!errors.is_empty());
             assert!(errors.iter().all(|e| !format!("{e:?}").contains("SENTINEL")));
         }

@@ -32,6 +32,7 @@ pub fn sample_update(round: usize) -> Update {
         ],
         expected_versions: None,
         now: agent_server_shared::handler::timestamp(),
+        write_id: Update::new_write_id(),
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
     }
 }

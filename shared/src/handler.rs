@@ -69,6 +69,7 @@ async fn apply<R: Resource, S: Store>(
         set,
         expected_versions,
         now: timestamp(),
+        write_id: Update::new_write_id(),
         fields: R::FIELDS,
     };
     let item = app.store.update(update).await.map_err(|error| match error {

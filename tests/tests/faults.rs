@@ -1,20 +1,26 @@
 //! DynamoDB failing under a serving local-api: stopped (connection refused)
 //! and silent (accepts, never answers). Requests must get a 503 envelope with
 //! Retry-After within the store's time budget, never hang or panic, and
-//! succeed again once the database is back.
+//! succeed again once the database is back. And late: a write applied but
+//! answered after the attempt's budget is retried by the SDK, and must
+//! still be one write with a truthful answer.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
+use agent_server_shared::item;
+use agent_server_shared::store::Key;
 use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
 use agent_server_shared::{App, Settings};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use integration_tests::{DynamoLocal, Route, client, free_port, http, put_item, serve_local_api};
+use integration_tests::{DynamoLocal, Route, client, free_port, get_item, http, put_item, serve_local_api};
 use serde_json::Value;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 const PROJECT: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const ID: &str = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
@@ -137,4 +143,111 @@ async fn a_database_that_never_answers_is_503_within_budget() {
         elapsed < TIME_BUDGET + SLACK,
         "took {elapsed:?}, budget {TIME_BUDGET:?}"
     );
+}
+
+/// A TCP proxy to `upstream` that, while `hold` is set, holds back the
+/// first answer it relays by `delay` (clearing `hold`): the database has
+/// applied the write, the client does not hear of it in time.
+async fn late_proxy(upstream: String, hold: Arc<AtomicBool>, delay: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let hold = hold.clone();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+            });
+            tokio::spawn(async move {
+                let mut buffer = vec![0; 64 * 1024];
+                while let Ok(read) = server_read.read(&mut buffer).await {
+                    if read == 0 {
+                        break;
+                    }
+                    if hold.swap(false, Ordering::SeqCst) {
+                        tokio::time::sleep(delay).await;
+                    }
+                    if client_write.write_all(&buffer[..read]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_answered_late_is_applied_once_and_answered_truthfully() {
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dynamodb = DynamoLocal::start(port);
+    seed(&endpoint).await;
+    let hold = Arc::new(AtomicBool::new(false));
+    // Past one attempt's budget (1 s), well within the whole (3 s).
+    let proxy = late_proxy(
+        format!("127.0.0.1:{port}"),
+        hold.clone(),
+        Duration::from_millis(1500),
+    )
+    .await;
+    let base = serve(budgeted_app(&proxy)).await;
+    let dynamo = client(&endpoint);
+    let key = Key {
+        project_id: Some(PROJECT.into()),
+        id: ID.into(),
+    };
+    let stored_version = || async {
+        let stored = get_item(&dynamo, Table::Models, &key).await.unwrap_or_default();
+        item::version(&stored).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let url = format!("{base}/api/agent-server/models/{ID}?project_id={PROJECT}");
+    let put = |if_match: Option<String>, name: &'static str| {
+        let url = url.clone();
+        async move {
+            let mut headers = vec![("content-type", "application/json".to_string())];
+            headers.extend(if_match.map(|tag| ("if-match", tag)));
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http("PUT", &url, &headers, format!(r#"{{"name": "{name}"}}"#)).await
+        }
+    };
+    assert_eq!(stored_version().await, 0);
+
+    // Without If-Match: the SDK's second attempt must not write again.
+    hold.store(true, Ordering::SeqCst);
+    let reply = put(None, "late once").await;
+    assert!(!hold.load(Ordering::SeqCst), "the proxy held nothing back");
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["data"]["name"], "late once");
+    assert_eq!(header(&reply, "etag").as_deref(), Some("\"1\""));
+    assert_eq!(stored_version().await, 1, "one update, one write");
+
+    // With If-Match: the retry finds the version it wrote itself, which is
+    // no precondition failure.
+    hold.store(true, Ordering::SeqCst);
+    let reply = put(Some("\"1\"".into()), "late twice").await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["data"]["name"], "late twice");
+    assert_eq!(header(&reply, "etag").as_deref(), Some("\"2\""));
+    assert_eq!(stored_version().await, 2);
+
+    // Another request with the now stale tag is still refused.
+    let reply = put(Some("\"1\"".into()), "stale").await;
+    assert_eq!(reply.status, 412, "{:?}", reply.body);
+    assert_eq!(stored_version().await, 2);
+    dynamodb.stop();
+}
+
+fn header(reply: &integration_tests::Reply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
 }

@@ -75,6 +75,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         ],
         expected_versions,
         now: "2026-11-21T14:55:00.123Z".into(),
+        write_id: Update::new_write_id(),
         fields: FIELDS,
     }
 }
@@ -179,6 +180,7 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                 "model_id",
                 "provider_type",
                 "created_at",
+                "write_id",
             ]
             .iter()
             .any(|attribute| {
@@ -204,13 +206,17 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                         "provider_type",
                         "updated_at",
                         "version",
+                        "write_id",
                     ]
                 && expression.starts_with("SET ")
                 && expression.contains("if_not_exists(#version, :zero) + :one")
-                // Exists, can be returned afterwards (version in range, each
-                // kept attribute of its type), and matches If-Match.
+                && expression.contains("#write_id = :this_write")
+                // Exists, not already written by this update (a retried
+                // attempt), can be returned afterwards (version in range,
+                // each kept attribute of its type), and matches If-Match.
                 && condition
-                    == "attribute_exists(#id) AND (attribute_not_exists(#version) OR \
+                    == "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR #write_id <> :this_write) \
+                        AND (attribute_not_exists(#version) OR \
                         (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version)) \
                         AND (attribute_not_exists(#r0) OR attribute_type(#r0, :type_S) OR attribute_type(#r0, :type_NULL)) \
                         AND (attribute_not_exists(#r1) OR attribute_type(#r1, :type_S) OR attribute_type(#r1, :type_NULL)) \
@@ -218,6 +224,7 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                         AND (#version IN (:v0))"
                 && values.get(":max_version") == Some(&AttributeValue::N(u64::MAX.saturating_sub(1).to_string()))
                 && values.get(":v0") == Some(&AttributeValue::N("4".into()))
+                && matches!(values.get(":this_write"), Some(AttributeValue::S(id)) if id.len() == 36)
                 && request.return_values() == Some(&ReturnValue::AllNew)
                 && request.return_values_on_condition_check_failure()
                     == Some(&ReturnValuesOnConditionCheckFailure::AllOld)

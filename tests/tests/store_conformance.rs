@@ -74,6 +74,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         set,
         expected_versions: None,
         now: "2026-11-21T14:55:00.123Z".into(),
+        write_id: Update::new_write_id(),
         fields: route.fields(),
     }
 }
@@ -440,6 +441,51 @@ async fn a_fractional_version_is_carried_on<B: Backend>(backend: &B) {
     }
 }
 
+/// The SDK retries an attempt that timed out, and that attempt may have
+/// been applied: the same update sent again is answered with the item it
+/// wrote, and writes nothing, with or without expected versions; another
+/// update writes as usual.
+async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let key = key(route, &project, &id);
+        let once = update(
+            route,
+            key.clone(),
+            vec![("name", AttributeValue::S("once".into()))],
+        );
+        let first = backend.update(once.clone()).await;
+        let first = first.unwrap_or_else(|e| panic!("{route:?}: {e}"));
+        assert_eq!(item::version(&first), Ok(1), "{route:?}");
+        let again = backend.update(once).await;
+        assert_eq!(again.as_ref(), Ok(&first), "{route:?}: the retry wrote again");
+        assert_eq!(backend.get(route.table(), &key).await, Some(first.clone()));
+
+        let guarded = Update {
+            expected_versions: Some(vec![1]),
+            ..update(
+                route,
+                key.clone(),
+                vec![("name", AttributeValue::S("guarded".into()))],
+            )
+        };
+        let second = backend.update(guarded.clone()).await;
+        let second = second.unwrap_or_else(|e| panic!("{route:?}: {e}"));
+        assert_eq!(item::version(&second), Ok(2), "{route:?}");
+        // Its own write is no precondition failure.
+        assert_eq!(backend.update(guarded).await.as_ref(), Ok(&second), "{route:?}");
+
+        let other = update(
+            route,
+            key.clone(),
+            vec![("name", AttributeValue::S("once".into()))],
+        );
+        let third = backend.update(other).await.map(|item| item::version(&item));
+        assert_eq!(third, Ok(Ok(3)), "{route:?}: a new update writes");
+    }
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory_store {
@@ -468,5 +514,6 @@ conformance!(
     expected_versions_guard_the_write,
     items_the_service_cannot_return_are_left_unchanged,
     a_fractional_version_is_carried_on,
+    a_retried_update_is_written_once,
     numbers_at_the_extremes_are_stored,
 );

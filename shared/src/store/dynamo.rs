@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Store, StoreError, Update};
+use super::{Store, StoreError, Update, WRITE_ID};
 use crate::config::TableNames;
 use crate::item::{self, Item, Kind, MAX_VERSION};
 
@@ -104,7 +104,9 @@ impl Expression {
         names.insert("#id".into(), "id".into());
         names.insert("#updated_at".into(), "updated_at".into());
         names.insert("#version".into(), "version".into());
+        names.insert("#write_id".into(), WRITE_ID.into());
         values.insert(":now".into(), AttributeValue::S(update.now));
+        values.insert(":this_write".into(), AttributeValue::S(update.write_id));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
         values.insert(":one".into(), AttributeValue::N("1".into()));
         values.insert(":max_version".into(), AttributeValue::N(MAX_VERSION.to_string()));
@@ -112,13 +114,17 @@ impl Expression {
         values.insert(":type_NULL".into(), AttributeValue::S("NULL".into()));
         assignments.push("#updated_at = :now".into());
         assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
+        assignments.push("#write_id = :this_write".into());
 
-        // The item must exist and be one the service can return afterwards
+        // The item must exist, not hold this update's own write (a retried
+        // attempt whose first try was applied fails here and is answered
+        // from the old item), and be one the service can return afterwards
         // (item::updatable says the same in Rust): a version in range, and
         // every attribute the response shows, unless this write replaces
         // it, of its type.
         let mut condition = String::from(
-            "attribute_exists(#id) AND (attribute_not_exists(#version) OR \
+            "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR #write_id <> :this_write) \
+             AND (attribute_not_exists(#version) OR \
              (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version))",
         );
         for (index, (name, kind)) in kept.iter().enumerate() {
@@ -163,6 +169,7 @@ impl Store for DynamoStore {
         let kept = update.kept();
         let table = self.tables.name(update.table);
         let key = update.key.attributes();
+        let write_id = update.write_id.clone();
         let expression = Expression::of(update, &kept);
         let result = self
             .client
@@ -182,7 +189,7 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => Err(classify(error, &kept)),
+            Err(error) => classify(error, &kept, &write_id),
         }
     }
 }
@@ -191,9 +198,14 @@ impl Store for DynamoStore {
 /// codes and kinds are kept: service messages may quote request values.
 /// `kept` is the update's [`Update::kept`]: an attribute the write would
 /// have replaced does not make the old item unreadable, so a stale version
-/// beside it is still a mismatch.
-fn classify<R>(error: SdkError<UpdateItemError, R>, kept: &[(&'static str, Kind)]) -> StoreError {
-    match error {
+/// beside it is still a mismatch. A refused write whose old item carries
+/// `write_id` is this update's own earlier attempt, applied: a success.
+fn classify<R>(
+    error: SdkError<UpdateItemError, R>,
+    kept: &[(&'static str, Kind)],
+    write_id: &str,
+) -> Result<Item, StoreError> {
+    Err(match error {
         SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
         SdkError::DispatchFailure(failure) => {
             if failure.is_io() || failure.is_timeout() {
@@ -208,9 +220,13 @@ fn classify<R>(error: SdkError<UpdateItemError, R>, kept: &[(&'static str, Kind)
             let code = error.code().unwrap_or("unknown service error").to_string();
             match error {
                 // The old item tells which part of the condition failed.
-                UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item() {
+                UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item {
                     None => StoreError::NotFound,
-                    Some(old) => match item::updatable(old, kept).and_then(|()| item::version(old)) {
+                    Some(old) if matches!(old.get(WRITE_ID), Some(AttributeValue::S(id)) if id == write_id) =>
+                    {
+                        return Ok(old);
+                    }
+                    Some(old) => match item::updatable(&old, kept).and_then(|()| item::version(&old)) {
                         Ok(current) => StoreError::VersionMismatch { current },
                         Err(error) => StoreError::Unreadable(error.to_string()),
                     },
@@ -226,5 +242,5 @@ fn classify<R>(error: SdkError<UpdateItemError, R>, kept: &[(&'static str, Kind)
             }
         }
         _ => StoreError::Internal("request could not be built".into()),
-    }
+    })
 }

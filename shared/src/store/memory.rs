@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Key, Store, StoreError, Table, Update};
+use super::{Key, Store, StoreError, Table, Update, WRITE_ID};
 use crate::item::{self, Item};
 use crate::rules::Decimal;
 
@@ -78,9 +78,14 @@ impl Store for MemoryStore {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut items = self.lock();
         let kept = update.kept();
-        let Some(stored) = items.get_mut(&(update.table, update.key)) else {
+        let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
             return Err(StoreError::NotFound);
         };
+        // An earlier attempt of this update was applied (DynamoDB's
+        // condition refuses a second one and returns the item as it is).
+        if update.wrote(stored) {
+            return Ok(stored.clone());
+        }
         // What DynamoDB's condition refuses: only the attributes this write
         // keeps must be readable.
         item::updatable(stored, &kept).map_err(|error| StoreError::Unreadable(error.to_string()))?;
@@ -99,6 +104,7 @@ impl Store for MemoryStore {
         }
         stored.insert("updated_at".into(), AttributeValue::S(update.now));
         stored.insert("version".into(), AttributeValue::N(next));
+        stored.insert(WRITE_ID.into(), AttributeValue::S(update.write_id));
         Ok(stored.clone())
     }
 }

@@ -111,13 +111,34 @@ pub struct Update {
     pub expected_versions: Option<Vec<u64>>,
     /// The new `updated_at`.
     pub now: String,
+    /// This update's own id ([`Update::new_write_id`]), stored as
+    /// [`WRITE_ID`]. The SDK retries an attempt that timed out, and that
+    /// attempt may have been applied: the retry then finds its own id
+    /// stored and returns the item as it is instead of writing again, so
+    /// one update is one write whatever the retries.
+    pub write_id: String,
     /// The record kind's fields: the write happens only if each one it
     /// keeps and a response shows has its type (see
     /// [`crate::item::updatable`]).
     pub fields: &'static [Field],
 }
 
+/// The stored attribute holding the id of the update that last wrote an
+/// item (see [`Update::write_id`]). Never shown in a response.
+pub const WRITE_ID: &str = "write_id";
+
 impl Update {
+    /// A fresh, unique write id: one per request.
+    pub fn new_write_id() -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+
+    /// Whether `item` was last written by this update: an earlier attempt
+    /// of it was applied, and `item` is what it wrote.
+    pub fn wrote(&self, item: &Item) -> bool {
+        matches!(item.get(WRITE_ID), Some(AttributeValue::S(id)) if *id == self.write_id)
+    }
+
     /// The readable attributes this write keeps (does not set): the ones
     /// whose stored type decides whether the item may be updated. Both
     /// stores judge an item, and explain a refused write, by this list.

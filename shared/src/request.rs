@@ -161,18 +161,31 @@ fn read_tag(text: &str) -> Option<(EntityTag<'_>, &str)> {
     Some((tag, after))
 }
 
+/// Whether a `Content-Type` names JSON: `application/json`, or any type
+/// whose subtype ends in `+json` (RFC 6839), in any case, with any
+/// parameters, which are not read. Only the part before the first `;` is
+/// judged, as RFC 9110 shapes it (`type/subtype`, then `OWS ; OWS`
+/// parameters): `mime` checks it is a media type, and the subtype is
+/// compared as written, since `mime` reads `application/json+xml` as the
+/// subtype `json` with a suffix.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    let essence = essence.trim_matches([' ', '\t']);
+    if essence.parse::<mime::Mime>().is_err() {
+        return false;
+    }
+    let essence = essence.to_ascii_lowercase();
+    match essence.split_once('/') {
+        Some(("application", "json")) => true,
+        Some((_, subtype)) => subtype.len() > "+json".len() && subtype.ends_with("+json"),
+        None => false,
+    }
+}
+
 /// The body as a JSON object, after the `Content-Type` and size checks.
 pub fn json_body(request: &Request) -> Result<Map<String, Value>, ApiError> {
     if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
-        let is_json = content_type
-            .to_str()
-            .ok()
-            .and_then(|text| text.parse::<mime::Mime>().ok())
-            .is_some_and(|media| {
-                (media.type_() == mime::APPLICATION && media.subtype() == mime::JSON)
-                    || media.suffix() == Some(mime::JSON)
-            });
-        if !is_json {
+        if !content_type.to_str().is_ok_and(is_json) {
             return Err(ApiError::UnsupportedMediaType);
         }
     }
@@ -271,6 +284,13 @@ mod tests {
             "Application/JSON; charset=utf-8",
             "application/merge-patch+json",
             "application/vnd.api+json;v=1",
+            // RFC 9110: optional whitespace around the `;` of parameters.
+            "application/json ; charset=utf-8",
+            "application/json\t;charset=utf-8",
+            "application/merge-patch+json ; x=y",
+            "application/json;",
+            "application/a+b+json",
+            "APPLICATION/LD+JSON",
         ] {
             assert!(
                 json_body(&request(&[], &[("content-type", ok)], "{}")).is_ok(),
@@ -285,6 +305,14 @@ mod tests {
             "",
             "application/jsonx",
             "text/json",
+            // A suffix names the structure: these are not JSON.
+            "application/json+xml",
+            "application/json+foo",
+            "application/jSoN+zip",
+            "application/+json",
+            "application/json/x",
+            "application /json",
+            "; application/json",
         ] {
             assert_eq!(
                 code(json_body(&request(&[], &[("content-type", bad)], "{}"))),

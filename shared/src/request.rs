@@ -184,10 +184,10 @@ fn is_json(content_type: &str) -> bool {
 
 /// The body as a JSON object, after the `Content-Type` and size checks.
 pub fn json_body(request: &Request) -> Result<Map<String, Value>, ApiError> {
-    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
-        if !content_type.to_str().is_ok_and(is_json) {
-            return Err(ApiError::UnsupportedMediaType);
-        }
+    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE)
+        && !content_type.to_str().is_ok_and(is_json)
+    {
+        return Err(ApiError::UnsupportedMediaType);
     }
     let body = request.body().as_ref();
     if body.len() > MAX_BODY_BYTES {

@@ -212,9 +212,10 @@ impl<'de> Visitor<'de> for Build<'_> {
         while let Some(key) = map.next_key::<String>()? {
             let value = if key == NUMBER_KEY && depth.is_none() {
                 // The first key: serde_json's own number, or a body that
-                // spells the key, which is then an ordinary key (its value
-                // is read before the object counts as entered, so the
-                // depth below it reads one level short).
+                // spells the key, which is then an ordinary key. Only its
+                // value tells which, so the object is entered once that is
+                // known: before an array or object value is read (see
+                // `NumberOrValue`), after a scalar one.
                 if self.reading.depth.get() == 0 {
                     self.reading.field.replace(Some(key.clone()));
                 }
@@ -222,8 +223,12 @@ impl<'de> Visitor<'de> for Build<'_> {
                     Read::Number(digits) => {
                         return digits.parse().map(Value::Number).map_err(de::Error::custom);
                     }
-                    Read::Value(value) => {
+                    Read::Scalar(value) => {
                         depth = Some(self.reading.enter()?);
+                        value
+                    }
+                    Read::Container(value, level) => {
+                        depth = Some(level);
                         value
                     }
                 }
@@ -252,10 +257,12 @@ impl<'de> Visitor<'de> for Build<'_> {
 }
 
 /// What came under a [`NUMBER_KEY`] key: serde_json's digits, or a value
-/// of the body's own.
+/// of the body's own: a scalar, or an array or object, read after the
+/// object holding the key was entered at the given level.
 enum Read {
     Number(String),
-    Value(Value),
+    Scalar(Value),
+    Container(Value, usize),
 }
 
 /// Reads the value under a [`NUMBER_KEY`] key: an owned string is a
@@ -277,7 +284,15 @@ impl NumberOrValue<'_> {
     /// A value of the body's own, counted like every other.
     fn value<E: de::Error>(&self, value: Result<Value, E>) -> Result<Read, E> {
         self.build.reading.count()?;
-        value.map(Read::Value)
+        value.map(Read::Scalar)
+    }
+
+    /// An array or object of the body's own: the object holding the key
+    /// is entered first, so the depth limit holds below it as anywhere.
+    fn container<E: de::Error>(&self, read: impl FnOnce() -> Result<Value, E>) -> Result<Read, E> {
+        self.build.reading.count()?;
+        let level = self.build.reading.enter()?;
+        read().map(|value| Read::Container(value, level))
     }
 }
 
@@ -310,12 +325,10 @@ impl<'de> Visitor<'de> for NumberOrValue<'_> {
         self.value(self.build.visit_unit())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Read, A::Error> {
-        self.build.reading.count()?;
-        self.build.visit_seq(seq).map(Read::Value)
+        self.container(|| self.build.visit_seq(seq))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Read, A::Error> {
-        self.build.reading.count()?;
-        self.build.visit_map(map).map(Read::Value)
+        self.container(|| self.build.visit_map(map))
     }
 }
 
@@ -449,6 +462,39 @@ mod tests {
                 ("parameters".to_string(), "too_deep"),
                 "{depth}"
             );
+        }
+        // Objects keyed by the reserved keys count their level like any
+        // other, in every shape: objects of objects, of arrays, mixed.
+        for key in [NUMBER_KEY, RAW_VALUE_KEY, "a"] {
+            let shapes: [(&str, &str, &str); 3] = [
+                ("{\"K\":", "\"1\"", "}"),
+                ("{\"K\":[", "1", "]}"),
+                ("[{\"K\":", "null", "}]"),
+            ];
+            for (open, inner, close) in shapes {
+                let open = open.replace('K', key);
+                // `levels` nestings of the shape, each one or two levels.
+                let body = |levels: usize| {
+                    format!(
+                        r#"{{"parameters": {}{inner}{}}}"#,
+                        open.repeat(levels),
+                        close.repeat(levels)
+                    )
+                };
+                let per = if open.contains('[') { 2 } else { 1 };
+                let fits = (MAX_BODY_DEPTH - 1) / per;
+                assert!(
+                    parse_object(body(fits).as_bytes()).is_ok(),
+                    "{key} {open} x{fits}"
+                );
+                for levels in [fits + 1, 126, 127, 128, 200, 3_000] {
+                    assert_eq!(
+                        refused(body(levels).as_bytes()),
+                        ("parameters".to_string(), "too_deep"),
+                        "{key} {open} x{levels}"
+                    );
+                }
+            }
         }
         // Not an object at the top: not_object, however deep.
         let array = format!("{}{}", "[".repeat(200), "]".repeat(200));

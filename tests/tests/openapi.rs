@@ -401,3 +401,53 @@ fn the_field_error_codes_are_the_code_s() {
     let declared: BTreeSet<String> = FIELD_CODES.iter().map(|c| c.to_string()).collect();
     assert_eq!(documented, declared);
 }
+
+/// openapi.yaml's `Endpoint` pattern states the URL's shape, and no more:
+/// a client that validates with it must never refuse an endpoint the
+/// service accepts (the host rules are the service's), and the shapes the
+/// service refuses as `invalid_url` fail the pattern too.
+#[test]
+fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
+    use agent_server_shared::error::FieldErrors;
+    use agent_server_shared::rules::{Policy, Rule};
+    let doc = document();
+    let pattern = schema(&doc, "Endpoint")["pattern"].as_str().unwrap_or_default();
+    let pattern = regex::Regex::new(pattern).unwrap_or_else(|e| panic!("{e}"));
+    let codes = |url: &str| {
+        let mut errors = FieldErrors::new();
+        let policy = Policy {
+            allow_private_endpoints: true,
+        };
+        Rule::Endpoint.check("endpoint", &Value::from(url), policy, &mut errors);
+        errors.into_vec().into_iter().map(|e| e.code).collect::<Vec<_>>()
+    };
+    for accepted in [
+        "https://mcp.example.com/sse",
+        "http://localhost:8931/mcp",
+        "HTTPS://Example.COM:65535/a?b=c&d=%20e#f",
+        "https://8.8.8.8/",
+        "http://10.0.0.1:8080",
+        "https://[2001:db8::1]/mcp",
+        "https://b\u{fc}cher.example/\u{e9}t\u{e9}",
+        "https://xn--nxasmq6b.example/",
+        "http://example.com?query",
+        "http://example.com#fragment",
+    ] {
+        assert_eq!(codes(accepted), Vec::<&str>::new(), "the service accepts {accepted}");
+        assert!(pattern.is_match(accepted), "openapi.yaml refuses {accepted}");
+    }
+    for refused in [
+        "ftp://example.com/",
+        "https:example.com",
+        "http:///example.com",
+        "http:////example.com/",
+        "http://evil.com\\.169.254.169.254/",
+        "https://exa mple.com",
+        "https://example.com/\t",
+        "example.com",
+        "",
+    ] {
+        assert_eq!(codes(refused), ["invalid_url"], "{refused:?}");
+        assert!(!pattern.is_match(refused), "openapi.yaml admits {refused:?}");
+    }
+}

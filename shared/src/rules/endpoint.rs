@@ -183,6 +183,15 @@ pub(super) fn endpoint(path: &str, value: &Value, policy: Policy, errors: &mut F
     if !scheme_ok || !spelled_absolute {
         return errors.push(invalid("must be an absolute http or https URL"));
     }
+    // Parsers disagree on these, and an MCP client need not parse as this
+    // check does: the WHATWG parser reads `\` as `/` and skips the empty
+    // authority of `http:///host`, where RFC 3986 has no `\` at all and
+    // RFC 9110 says to reject an empty host. Refused, so every parser
+    // reaches the host judged below.
+    let authority_start = raw.get(url.scheme().len() + "://".len()..).unwrap_or_default();
+    if raw.contains('\\') || authority_start.is_empty() || authority_start.starts_with(['/', '?', '#']) {
+        return errors.push(invalid("must be an absolute http or https URL"));
+    }
     let Some(host) = url.host() else {
         return errors.push(invalid("must have a host"));
     };
@@ -242,6 +251,15 @@ mod tests {
             "/relative/path",
             "https:example.com",
             "https:\\\\example.com",
+            // Read alike by every parser, or refused.
+            "http:////example.com/",
+            "http:///example.com/",
+            "http://",
+            "http://?x",
+            "http://#x",
+            "http://evil.com\\.169.254.169.254/",
+            "http://example.com\\@169.254.169.254/",
+            "https://example.com/a\\b",
             "mailto:a@example.com",
             "https://exa mple.com",
             " https://example.com",

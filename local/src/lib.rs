@@ -39,6 +39,10 @@ pub const PREFIX: &str = "/api/agent-server/";
 /// handlers apply the API's 64 KiB limit themselves, as they do on AWS.
 pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 
+/// The most header lines one request may carry (hyper's default is 100).
+/// API Gateway's limit is 10 KiB of headers, not a count.
+pub const MAX_HEADER_LINES: usize = 1024;
+
 /// How long in-flight requests get to finish after Ctrl-C.
 const DRAIN_TIME: Duration = Duration::from_secs(5);
 
@@ -191,7 +195,14 @@ pub async fn serve<S: Store + 'static>(
                     let local = Arc::clone(&local);
                     async move { Ok::<_, Infallible>(respond(&local, request).await) }
                 });
-                let connection = graceful.watch(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+                // hyper answers more than 100 header lines with a bare 431; API
+                // Gateway takes as many as fit its 10 KiB of headers, so the
+                // request reaches the function (a 101st If-Match line is its
+                // 400 to give, in the envelope).
+                let connection = http1::Builder::new()
+                    .max_headers(MAX_HEADER_LINES)
+                    .serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {
                         tracing::debug!(%error, "connection closed with an error");

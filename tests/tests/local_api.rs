@@ -138,3 +138,36 @@ async fn oversized_and_non_json_bodies_over_http() {
         "no Content-Type is fine; the record is missing"
     );
 }
+
+/// Header lines as API Gateway passes them: many If-Match lines are one
+/// list, and more tags than the limit is the function's 400 in the
+/// envelope, not the HTTP layer's bare 431; up to the limit, they match.
+#[tokio::test]
+async fn many_header_lines_reach_the_function() {
+    use agent_server_shared::request::MAX_IF_MATCH_TAGS;
+    let server = start().await;
+    let local = dynamo_local().await;
+    let dynamo = client(&local.endpoint);
+    let route = Route::Models;
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    put_item(&dynamo, route.table(), route.item(&project, &id)).await;
+    let url = format!(
+        "{}/api/agent-server/{}/{id}?project_id={project}",
+        server.base,
+        route.collection()
+    );
+    // One tag per line; the stored item has no version, so "0" matches.
+    let tags: Vec<String> = (0..=MAX_IF_MATCH_TAGS).map(|n| format!("\"{n}\"")).collect();
+    let lines = |count: usize| -> Vec<(&str, &str)> {
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend(tags[..count].iter().map(|tag| ("if-match", tag.as_str())));
+        headers
+    };
+    let body = r#"{"name": "many lines"}"#;
+    let reply = http("PUT", &url, &lines(MAX_IF_MATCH_TAGS + 1), body).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["errorDetails"]["code"], "invalid_if_match");
+    let reply = http("PUT", &url, &lines(MAX_IF_MATCH_TAGS), body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.headers["etag"], "\"1\"");
+}

@@ -433,7 +433,11 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
         "http://example.com?query",
         "http://example.com#fragment",
     ] {
-        assert_eq!(codes(accepted), Vec::<&str>::new(), "the service accepts {accepted}");
+        assert_eq!(
+            codes(accepted),
+            Vec::<&str>::new(),
+            "the service accepts {accepted}"
+        );
         assert!(pattern.is_match(accepted), "openapi.yaml refuses {accepted}");
     }
     for refused in [

@@ -48,7 +48,8 @@ def filter_failure(context, failure, case, response):
     2048-character `HTTPS://000…` reaches 0.0.0.0): such an endpoint fits the
     pattern and is refused by the host or URL rules the pattern cannot state.
     Dropped only when the endpoint is not a public DNS name (those must be
-    accepted) and the endpoint is the only field refused.
+    accepted) and the host rules alone refused it: any other refusal, an
+    `invalid_url` included, stays a failure.
     """
     if failure.code != "ST202" or response.status_code != 400:
         return True
@@ -63,7 +64,7 @@ def filter_failure(context, failure, case, response):
     fields = details.get("fields") or []
     endpoint_only = details.get("code") == "validation_failed" and fields and all(
         field.get("field") == "endpoint"
-        and field.get("code") in {"invalid_url", "forbidden_host", "private_host"}
+        and field.get("code") in {"forbidden_host", "private_host"}
         for field in fields
     )
     return not endpoint_only

@@ -404,8 +404,9 @@ fn the_field_error_codes_are_the_code_s() {
 
 /// openapi.yaml's `Endpoint` pattern states the URL's shape, and no more:
 /// a client that validates with it must never refuse an endpoint the
-/// service accepts (the host rules are the service's), and the shapes the
-/// service refuses as `invalid_url` fail the pattern too.
+/// service accepts (the host rules are the service's), and the refused
+/// shapes listed here fail the pattern too. (A URL that fits the pattern
+/// may still be `invalid_url`, such as a port out of range.)
 #[test]
 fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
     use agent_server_shared::error::FieldErrors;
@@ -432,6 +433,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
         "https://xn--nxasmq6b.example/",
         "http://example.com?query",
         "http://example.com#fragment",
+        "https://example.com/a\u{feff}b",
     ] {
         assert_eq!(
             codes(accepted),
@@ -446,6 +448,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
         "http:///example.com",
         "http:////example.com/",
         "http://evil.com\\.169.254.169.254/",
+        "https://example.com\u{3000}/",
         "https://exa mple.com",
         "https://example.com/\t",
         "example.com",
@@ -454,4 +457,66 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
         assert_eq!(codes(refused), ["invalid_url"], "{refused:?}");
         assert!(!pattern.is_match(refused), "openapi.yaml admits {refused:?}");
     }
+}
+
+/// The string patterns agree with the rules character by character: a
+/// client validating with openapi.yaml refuses what the service refuses
+/// and accepts what it accepts. They spell whitespace out instead of `\s`,
+/// which means one set in ECMA-262 (JSON Schema's dialect, U+FEFF included)
+/// and another in Rust (the rules' `char::is_whitespace`), so the `regex`
+/// crate reads them as a JSON Schema validator does.
+#[test]
+fn the_string_patterns_agree_with_the_rules_on_every_character() {
+    use agent_server_shared::error::FieldErrors;
+    use agent_server_shared::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Policy, Rule};
+    let doc = document();
+    let pattern = |name: &str| {
+        let text = schema(&doc, name)["pattern"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            !text.contains("\\s"),
+            "{name}: \\s differs between regex dialects"
+        );
+        regex::Regex::new(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let (text, secret, endpoint) = (pattern("Text"), pattern("Secret"), pattern("Endpoint"));
+    let accepts = |rule: Rule, value: &str| {
+        let mut errors = FieldErrors::new();
+        let policy = Policy {
+            allow_private_endpoints: true,
+        };
+        rule.check("field", &Value::from(value), policy, &mut errors);
+        errors.is_empty()
+    };
+    let name = Rule::Text { max: MAX_TEXT_CHARS };
+    let key = Rule::Secret {
+        max: MAX_SECRET_CHARS,
+    };
+    // Every character up to U+3100 (all of Unicode's whitespace and
+    // controls lie below), and a few beyond.
+    let beyond = [0x200b, 0x2060, 0xe000, 0xfeff, 0xfffd, 0xffff, 0x1f600, 0x10ffff];
+    let characters = (0..=0x3100).chain(beyond).filter_map(char::from_u32);
+    let mut checked = 0;
+    for c in characters {
+        for value in [c.to_string(), format!("a{c}b")] {
+            assert_eq!(text.is_match(&value), accepts(name, &value), "Text {value:?}");
+        }
+        let value = format!("k{c}k");
+        assert_eq!(secret.is_match(&value), accepts(key, &value), "Secret {value:?}");
+        let value = format!("https://example.com/a{c}b");
+        assert_eq!(
+            endpoint.is_match(&value),
+            accepts(Rule::Endpoint, &value),
+            "Endpoint {value:?}"
+        );
+        // In the host, the service may refuse what fits the pattern, never the reverse.
+        let value = format!("https://ex{c}ample.com/");
+        if accepts(Rule::Endpoint, &value) {
+            assert!(endpoint.is_match(&value), "Endpoint {value:?}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 12_000, "{checked}");
 }

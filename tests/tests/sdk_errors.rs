@@ -215,7 +215,7 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                 // attempt), can be returned afterwards (version in range,
                 // each kept attribute of its type), and matches If-Match.
                 && condition
-                    == "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR #write_id <> :this_write) \
+                    == "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR NOT (#write_id = :this_write)) \
                         AND (attribute_not_exists(#version) OR \
                         (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version)) \
                         AND (attribute_not_exists(#r0) OR attribute_type(#r0, :type_S) OR attribute_type(#r0, :type_NULL)) \

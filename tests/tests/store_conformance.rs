@@ -3,7 +3,7 @@
 //! drift from the real one.
 
 use agent_server_shared::item::{self, Item};
-use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store, StoreError, Update};
+use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store, StoreError, Update, WRITE_ID};
 use agent_server_shared::{Table, config::TableNames};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -483,6 +483,18 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
         );
         let third = backend.update(other).await.map(|item| item::version(&item));
         assert_eq!(third, Ok(Ok(3)), "{route:?}: a new update writes");
+
+        // A write id of another type, put there by another writer, is no
+        // update's own: the write goes ahead.
+        let (project, id) = (new_id(), new_id());
+        let mut odd = route.item(&project, &id);
+        odd.insert(WRITE_ID.into(), AttributeValue::N("7".into()));
+        backend.put(route.table(), odd).await;
+        let odd_key = crate::key(route, &project, &id);
+        let mut same_text = update(route, odd_key, vec![("name", AttributeValue::S("x".into()))]);
+        same_text.write_id = "7".into();
+        let written = backend.update(same_text).await.map(|item| item::version(&item));
+        assert_eq!(written, Ok(Ok(1)), "{route:?}");
     }
 }
 

@@ -123,7 +123,7 @@ impl Expression {
         // every attribute the response shows, unless this write replaces
         // it, of its type.
         let mut condition = String::from(
-            "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR #write_id <> :this_write) \
+            "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR NOT (#write_id = :this_write)) \
              AND (attribute_not_exists(#version) OR \
              (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version))",
         );

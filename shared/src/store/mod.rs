@@ -114,8 +114,9 @@ pub struct Update {
     /// This update's own id ([`Update::new_write_id`]), stored as
     /// [`WRITE_ID`]. The SDK retries an attempt that timed out, and that
     /// attempt may have been applied: the retry then finds its own id
-    /// stored and returns the item as it is instead of writing again, so
-    /// one update is one write whatever the retries.
+    /// stored and returns the item as it is instead of writing again. Only
+    /// the last write's id is kept, so a retry that follows another
+    /// update's write cannot tell (README.md, "Configuration").
     pub write_id: String,
     /// The record kind's fields: the write happens only if each one it
     /// keeps and a response shows has its type (see

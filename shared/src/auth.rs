@@ -186,10 +186,7 @@ fn authorizer(request: &Request) -> Option<&ApiGatewayRequestAuthorizer> {
 }
 
 fn cut(principal: &str) -> &str {
-    match principal.char_indices().nth(MAX_PRINCIPAL_CHARS) {
-        Some((end, _)) => &principal[..end],
-        None => principal,
-    }
+    crate::logging::cut(principal, MAX_PRINCIPAL_CHARS)
 }
 
 #[cfg(test)]

@@ -119,6 +119,10 @@ pub struct AccessEntry<'a> {
     pub request_id: &'a str,
 }
 
+/// The most characters of a route the access log keeps (an unmatched
+/// path is the caller's, up to the size of a request line).
+pub const MAX_LOGGED_ROUTE_CHARS: usize = 256;
+
 /// The one log line per request: never a body, a header value, a query or
 /// a token.
 pub fn access_log(entry: &AccessEntry<'_>) {
@@ -127,7 +131,7 @@ pub fn access_log(entry: &AccessEntry<'_>) {
     tracing::info!(
         target: "access",
         method = entry.method,
-        route = entry.route,
+        route = crate::logging::cut(entry.route, MAX_LOGGED_ROUTE_CHARS),
         principal = entry.principal,
         status,
         latency_ms,

@@ -16,6 +16,16 @@ use tracing_subscriber::filter::{FilterFn, LevelFilter, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 
+/// At most `max` characters of `text`: what a log line keeps of a value
+/// the caller chose (a principal, a path no route matched), so one
+/// request cannot make a log line of any size.
+pub fn cut(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
 /// Targets of this project's own crates, which never log secrets and so
 /// may log at any level.
 const OWN_TARGETS: [&str; 6] = [
@@ -89,5 +99,13 @@ mod tests {
         assert_eq!(max_level("FATAL"), Some(Max::ERROR));
         assert_eq!(max_level("info,foo=trace"), Some(Max::INFO));
         assert_eq!(max_level(""), Some(Max::INFO));
+    }
+
+    #[test]
+    fn cut_keeps_whole_characters() {
+        let long = "é".repeat(1000);
+        assert_eq!(cut(&long, 256).chars().count(), 256);
+        assert_eq!(cut("/short", 256), "/short");
+        assert_eq!(cut("😀😀", 1), "😀");
     }
 }

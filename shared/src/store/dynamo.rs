@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Store, StoreError, Update, WRITE_ID};
+use super::{Store, StoreError, Update, WRITE_ID, written_by};
 use crate::config::TableNames;
 use crate::item::{self, Item, Kind, MAX_VERSION};
 
@@ -222,10 +222,7 @@ fn classify<R>(
                 // The old item tells which part of the condition failed.
                 UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item {
                     None => StoreError::NotFound,
-                    Some(old) if matches!(old.get(WRITE_ID), Some(AttributeValue::S(id)) if id == write_id) =>
-                    {
-                        return Ok(old);
-                    }
+                    Some(old) if written_by(&old, write_id) => return Ok(old),
                     Some(old) => match item::updatable(&old, kept).and_then(|()| item::version(&old)) {
                         Ok(current) => StoreError::VersionMismatch { current },
                         Err(error) => StoreError::Unreadable(error.to_string()),

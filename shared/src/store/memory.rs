@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Key, Store, StoreError, Table, Update, WRITE_ID};
+use super::{Key, Store, StoreError, Table, Update, WRITE_ID, written_by};
 use crate::item::{self, Item};
 use crate::rules::Decimal;
 
@@ -78,12 +78,12 @@ impl Store for MemoryStore {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut items = self.lock();
         let kept = update.kept();
-        let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
+        let Some(stored) = items.get_mut(&(update.table, update.key)) else {
             return Err(StoreError::NotFound);
         };
         // An earlier attempt of this update was applied (DynamoDB's
         // condition refuses a second one and returns the item as it is).
-        if update.wrote(stored) {
+        if written_by(stored, &update.write_id) {
             return Ok(stored.clone());
         }
         // What DynamoDB's condition refuses: only the attributes this write

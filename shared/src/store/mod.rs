@@ -128,16 +128,17 @@ pub struct Update {
 /// item (see [`Update::write_id`]). Never shown in a response.
 pub const WRITE_ID: &str = "write_id";
 
+/// Whether `item` was last written by the update with `write_id`: an
+/// earlier attempt of it was applied, and `item` is what it wrote. Both
+/// stores answer such an attempt from the item instead of writing again.
+fn written_by(item: &Item, write_id: &str) -> bool {
+    matches!(item.get(WRITE_ID), Some(AttributeValue::S(id)) if id == write_id)
+}
+
 impl Update {
     /// A fresh, unique write id: one per request.
     pub fn new_write_id() -> String {
         uuid::Uuid::new_v4().to_string()
-    }
-
-    /// Whether `item` was last written by this update: an earlier attempt
-    /// of it was applied, and `item` is what it wrote.
-    pub fn wrote(&self, item: &Item) -> bool {
-        matches!(item.get(WRITE_ID), Some(AttributeValue::S(id)) if *id == self.write_id)
     }
 
     /// The readable attributes this write keeps (does not set): the ones

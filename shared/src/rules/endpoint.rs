@@ -188,14 +188,16 @@ pub(super) fn endpoint(path: &str, value: &Value, policy: Policy, errors: &mut F
     // authority of `http:///host`, where RFC 3986 has no `\` at all and
     // RFC 9110 says to reject an empty host. Refused, so every parser
     // reaches the host judged below.
-    let authority_start = raw.get(url.scheme().len() + "://".len()..).unwrap_or_default();
-    if raw.contains('\\') || authority_start.is_empty() || authority_start.starts_with(['/', '?', '#']) {
+    let authority = raw_authority(raw);
+    if raw.contains('\\') || authority.is_empty() {
         return errors.push(invalid("must be an absolute http or https URL"));
     }
     let Some(host) = url.host() else {
         return errors.push(invalid("must have a host"));
     };
-    if !url.username().is_empty() || url.password().is_some() || raw_has_user_info(raw) {
+    // `http://@host` has an empty user-info that the parser drops; the
+    // submitted string still carries it.
+    if !url.username().is_empty() || url.password().is_some() || authority.contains('@') {
         return errors.push(FieldError::new(
             path,
             "user_info",
@@ -218,12 +220,11 @@ pub(super) fn endpoint(path: &str, value: &Value, policy: Policy, errors: &mut F
     }
 }
 
-/// `http://@host` has an empty user-info that the parser drops; the
-/// submitted string still carries it.
-fn raw_has_user_info(raw: &str) -> bool {
+/// The authority as submitted: what follows the first `://`, up to the
+/// path, query or fragment.
+fn raw_authority(raw: &str) -> &str {
     let after_scheme = raw.split_once("://").map_or("", |(_, rest)| rest);
-    let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or_default();
-    authority.contains('@')
+    after_scheme.split(['/', '?', '#']).next().unwrap_or_default()
 }
 
 #[cfg(test)]

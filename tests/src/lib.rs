@@ -26,6 +26,26 @@ use local_api::gateway::Authorizer;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+/// The field codes `rule` finds in `value`, with private endpoints allowed
+/// (the local run's policy), in the order found.
+pub fn rule_codes(rule: agent_server_shared::rules::Rule, value: &str) -> Vec<&'static str> {
+    let mut errors = agent_server_shared::error::FieldErrors::new();
+    let policy = Policy {
+        allow_private_endpoints: true,
+    };
+    rule.check("field", &Value::from(value), policy, &mut errors);
+    errors.into_vec().into_iter().map(|error| error.code).collect()
+}
+
+/// The fields of `R` whose rule carries its own length limit, with that
+/// limit: what the documents must state per field.
+pub fn length_limits<R: agent_server_shared::Resource>() -> Vec<(&'static str, usize)> {
+    R::FIELDS
+        .iter()
+        .filter_map(|field| Some((field.name, field.rule()?.max_chars()?)))
+        .collect()
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -17,7 +17,9 @@ use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
 use agent_server_shared::{App, Settings};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use integration_tests::{DynamoLocal, Route, client, free_port, get_item, http, put_item, serve_local_api};
+use integration_tests::{
+    DynamoLocal, Reply, Route, client, free_port, get_item, http, put_item, serve_local_api,
+};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -45,11 +47,25 @@ async fn serve(app: Arc<App<DynamoStore>>) -> String {
     serve_local_api(app, std::future::pending::<()>()).await.0
 }
 
-async fn seed(endpoint: &str) {
-    let dynamo = client(endpoint);
+/// DynamoDB Local on `port`, with the tables and the model this file
+/// updates; and its endpoint.
+async fn seeded(port: u16) -> (DynamoLocal, String) {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dynamodb = DynamoLocal::start(port);
+    let dynamo = client(&endpoint);
     let prepared = local_api::setup::prepare(&dynamo, &TableNames::default(), Duration::from_secs(30)).await;
     assert!(prepared.is_ok(), "{prepared:?}");
     put_item(&dynamo, Table::Models, Route::Models.item(PROJECT, ID)).await;
+    (dynamodb, endpoint)
+}
+
+/// A reply's header as text.
+fn header(reply: &Reply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
 }
 
 /// PUTs a rename; returns status, Retry-After, errorDetails.code and the time taken.
@@ -63,14 +79,9 @@ async fn rename(base: &str) -> (u16, Option<String>, Value, Duration) {
         r#"{"name": "renamed"}"#,
     )
     .await;
-    let retry_after = reply
-        .headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from);
     (
         reply.status,
-        retry_after,
+        header(&reply, "retry-after"),
         reply.body["errorDetails"]["code"].clone(),
         started.elapsed(),
     )
@@ -79,9 +90,7 @@ async fn rename(base: &str) -> (u16, Option<String>, Value, Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_database_is_503_within_budget_and_recovery_is_automatic() {
     let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let dynamodb = DynamoLocal::start(port);
-    seed(&endpoint).await;
+    let (dynamodb, endpoint) = seeded(port).await;
     let base = serve(budgeted_app(&endpoint)).await;
     assert_eq!(rename(&base).await.0, 200);
 
@@ -98,8 +107,7 @@ async fn a_stopped_database_is_503_within_budget_and_recovery_is_automatic() {
         );
     }
 
-    let dynamodb = DynamoLocal::start(port);
-    seed(&endpoint).await;
+    let (dynamodb, _) = seeded(port).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut status = rename(&base).await.0;
     while status != 200 && Instant::now() < deadline {
@@ -186,9 +194,7 @@ async fn late_proxy(upstream: String, hold: Arc<AtomicBool>, delay: Duration) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_answered_late_is_applied_once_and_answered_truthfully() {
     let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let dynamodb = DynamoLocal::start(port);
-    seed(&endpoint).await;
+    let (dynamodb, endpoint) = seeded(port).await;
     let hold = Arc::new(AtomicBool::new(false));
     // Past one attempt's budget (1 s), well within the whole (3 s).
     let proxy = late_proxy(
@@ -208,12 +214,11 @@ async fn a_write_answered_late_is_applied_once_and_answered_truthfully() {
         item::version(&stored).unwrap_or_else(|e| panic!("{e}"))
     };
     let url = format!("{base}/api/agent-server/models/{ID}?project_id={PROJECT}");
-    let put = |if_match: Option<String>, name: &'static str| {
+    let put = |if_match: Option<&'static str>, name: &'static str| {
         let url = url.clone();
         async move {
-            let mut headers = vec![("content-type", "application/json".to_string())];
+            let mut headers = vec![("content-type", "application/json")];
             headers.extend(if_match.map(|tag| ("if-match", tag)));
-            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
             http("PUT", &url, &headers, format!(r#"{{"name": "{name}"}}"#)).await
         }
     };
@@ -231,23 +236,15 @@ async fn a_write_answered_late_is_applied_once_and_answered_truthfully() {
     // With If-Match: the retry finds the version it wrote itself, which is
     // no precondition failure.
     hold.store(true, Ordering::SeqCst);
-    let reply = put(Some("\"1\"".into()), "late twice").await;
+    let reply = put(Some("\"1\""), "late twice").await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert_eq!(reply.body["data"]["name"], "late twice");
     assert_eq!(header(&reply, "etag").as_deref(), Some("\"2\""));
     assert_eq!(stored_version().await, 2);
 
     // Another request with the now stale tag is still refused.
-    let reply = put(Some("\"1\"".into()), "stale").await;
+    let reply = put(Some("\"1\""), "stale").await;
     assert_eq!(reply.status, 412, "{:?}", reply.body);
     assert_eq!(stored_version().await, 2);
     dynamodb.stop();
-}
-
-fn header(reply: &integration_tests::Reply, name: &str) -> Option<String> {
-    reply
-        .headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(String::from)
 }

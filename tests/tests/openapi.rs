@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use agent_server_shared::error::{ApiError, FieldError};
 use agent_server_shared::records::{ApiKey, McpServer, Model, ProviderType, Resource};
-use integration_tests::repo_root;
+use integration_tests::{length_limits, repo_root, rule_codes};
 use serde_json::Value;
 
 fn document() -> Value {
@@ -371,9 +371,9 @@ fn max_length(doc: &Value, node: &Value) -> Option<u64> {
 #[test]
 fn each_field_s_length_limit_is_its_declaration_s() {
     fn lengths<R: Resource>(update: &str) -> Vec<(String, &'static str, usize)> {
-        R::FIELDS
-            .iter()
-            .filter_map(|field| Some((update.to_string(), field.name, field.rule()?.max_chars()?)))
+        let limits = length_limits::<R>().into_iter();
+        limits
+            .map(|(field, max)| (update.to_string(), field, max))
             .collect()
     }
     let doc = document();
@@ -409,19 +409,11 @@ fn the_field_error_codes_are_the_code_s() {
 /// may still be `invalid_url`, such as a port out of range.)
 #[test]
 fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
-    use agent_server_shared::error::FieldErrors;
-    use agent_server_shared::rules::{Policy, Rule};
+    use agent_server_shared::rules::Rule;
     let doc = document();
     let pattern = schema(&doc, "Endpoint")["pattern"].as_str().unwrap_or_default();
     let pattern = regex::Regex::new(pattern).unwrap_or_else(|e| panic!("{e}"));
-    let codes = |url: &str| {
-        let mut errors = FieldErrors::new();
-        let policy = Policy {
-            allow_private_endpoints: true,
-        };
-        Rule::Endpoint.check("endpoint", &Value::from(url), policy, &mut errors);
-        errors.into_vec().into_iter().map(|e| e.code).collect::<Vec<_>>()
-    };
+    let codes = |url: &str| rule_codes(Rule::Endpoint, url);
     for accepted in [
         "https://mcp.example.com/sse",
         "http://localhost:8931/mcp",
@@ -467,8 +459,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
 /// crate reads them as a JSON Schema validator does.
 #[test]
 fn the_string_patterns_agree_with_the_rules_on_every_character() {
-    use agent_server_shared::error::FieldErrors;
-    use agent_server_shared::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Policy, Rule};
+    use agent_server_shared::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Rule};
     let doc = document();
     let pattern = |name: &str| {
         let text = schema(&doc, name)["pattern"]
@@ -482,14 +473,7 @@ fn the_string_patterns_agree_with_the_rules_on_every_character() {
         regex::Regex::new(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     let (text, secret, endpoint) = (pattern("Text"), pattern("Secret"), pattern("Endpoint"));
-    let accepts = |rule: Rule, value: &str| {
-        let mut errors = FieldErrors::new();
-        let policy = Policy {
-            allow_private_endpoints: true,
-        };
-        rule.check("field", &Value::from(value), policy, &mut errors);
-        errors.is_empty()
-    };
+    let accepts = |rule: Rule, value: &str| rule_codes(rule, value).is_empty();
     let name = Rule::Text { max: MAX_TEXT_CHARS };
     let key = Rule::Secret {
         max: MAX_SECRET_CHARS,

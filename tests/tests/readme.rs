@@ -15,7 +15,7 @@ use agent_server_shared::rules::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES,
     MAX_PARAMETERS_DEPTH, MAX_URL_CHARS,
 };
-use integration_tests::repo_root;
+use integration_tests::{length_limits, repo_root};
 
 fn readme() -> String {
     let path = repo_root().join("README.md");
@@ -70,16 +70,6 @@ fn settable<R: Resource>() -> Vec<&'static str> {
         .collect()
 }
 
-/// Every settable field of every route whose rule carries its own length
-/// limit, with that limit.
-fn declared_lengths() -> Vec<(&'static str, usize)> {
-    [ApiKey::FIELDS, McpServer::FIELDS, Model::FIELDS]
-        .concat()
-        .into_iter()
-        .filter_map(|field| Some((field.name, field.rule()?.max_chars()?)))
-        .collect()
-}
-
 #[test]
 fn every_settable_field_has_a_row_with_known_codes() {
     let readme = readme();
@@ -102,7 +92,12 @@ fn every_settable_field_has_a_row_with_known_codes() {
 fn the_field_rules_state_the_code_s_limits() {
     let readme = readme();
     let rows = field_rows(&readme);
-    let lengths = declared_lengths().into_iter();
+    let lengths = [
+        length_limits::<ApiKey>(),
+        length_limits::<McpServer>(),
+        length_limits::<Model>(),
+    ];
+    let lengths = lengths.concat().into_iter();
     let lengths = lengths.map(|(field, max)| (field, vec![format!("1–{max} characters")]));
     let limits = [
         ("endpoint", vec![format!("at most {MAX_URL_CHARS} characters")]),

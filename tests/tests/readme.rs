@@ -1,8 +1,10 @@
-//! Keeps the README's tables of rules and limits in step with the code:
-//! every field a request may set has a row in the field-rules table, each
+//! Keeps the API's rules and limits, in docs/api.md, in step with the code:
+//! every field a request may set has a row in its field-rules table, each
 //! row states its rule's limits as the code's consts have them and lists
 //! only codes the code can emit, and the body and error-size limits are
 //! stated as they are.
+
+use std::path::Path;
 
 use agent_server_shared::error::{
     FIELD_CODES, MAX_FIELD_ERRORS, MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES,
@@ -17,12 +19,18 @@ use agent_server_shared::rules::{
 };
 use integration_tests::{length_limits, repo_root};
 
-fn readme() -> String {
-    let path = repo_root().join("README.md");
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+/// The document that holds the API's field rules, limits and status codes.
+const API_DOC: &str = "docs/api.md";
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `n` with thousands separated by commas, as the README writes them.
+fn api_doc() -> String {
+    read(&repo_root().join(API_DOC))
+}
+
+/// `n` with thousands separated by commas, as the documents write them.
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -35,14 +43,14 @@ fn thousands(n: usize) -> String {
     out
 }
 
-/// The rows of the table under `### Field rules`, as cells.
-fn field_rows(readme: &str) -> Vec<Vec<String>> {
-    let section = readme
-        .split("### Field rules")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no Field rules section"));
-    section
-        .lines()
+/// The rows of the table under the `Field rules` heading, as cells.
+fn field_rows(doc: &str) -> Vec<Vec<String>> {
+    let mut lines = doc.lines();
+    lines
+        .by_ref()
+        .find(|line| line.starts_with('#') && line.trim_start_matches('#').trim() == "Field rules")
+        .unwrap_or_else(|| panic!("{API_DOC}: no Field rules section"));
+    lines
         .skip_while(|line| !line.starts_with('|'))
         .take_while(|line| line.starts_with('|'))
         .skip(2)
@@ -59,7 +67,7 @@ fn field_rows(readme: &str) -> Vec<Vec<String>> {
 fn row<'a>(rows: &'a [Vec<String>], field: &str) -> &'a [String] {
     rows.iter()
         .find(|cells| cells[0].contains(&format!("`{field}`")))
-        .unwrap_or_else(|| panic!("README: no field-rules row for `{field}`"))
+        .unwrap_or_else(|| panic!("{API_DOC}: no field-rules row for `{field}`"))
 }
 
 fn settable<R: Resource>() -> Vec<&'static str> {
@@ -72,8 +80,8 @@ fn settable<R: Resource>() -> Vec<&'static str> {
 
 #[test]
 fn every_settable_field_has_a_row_with_known_codes() {
-    let readme = readme();
-    let rows = field_rows(&readme);
+    let doc = api_doc();
+    let rows = field_rows(&doc);
     let fields = [settable::<ApiKey>(), settable::<McpServer>(), settable::<Model>()].concat();
     for field in fields {
         let cells = row(&rows, field);
@@ -82,7 +90,7 @@ fn every_settable_field_has_a_row_with_known_codes() {
             let code = code.trim_matches('`');
             assert!(
                 FIELD_CODES.contains(&code),
-                "README `{field}` lists `{code}`, which no rule emits"
+                "{API_DOC} `{field}` lists `{code}`, which no rule emits"
             );
         }
     }
@@ -90,8 +98,8 @@ fn every_settable_field_has_a_row_with_known_codes() {
 
 #[test]
 fn the_field_rules_state_the_code_s_limits() {
-    let readme = readme();
-    let rows = field_rows(&readme);
+    let doc = api_doc();
+    let rows = field_rows(&doc);
     let lengths = [
         length_limits::<ApiKey>(),
         length_limits::<McpServer>(),
@@ -125,7 +133,7 @@ fn the_field_rules_state_the_code_s_limits() {
         for phrase in phrases {
             assert!(
                 rule.contains(&phrase),
-                "README `{field}`: `{phrase}` not in `{rule}`"
+                "{API_DOC} `{field}`: `{phrase}` not in `{rule}`"
             );
         }
     }
@@ -133,7 +141,7 @@ fn the_field_rules_state_the_code_s_limits() {
 
 #[test]
 fn the_body_and_error_limits_are_stated_as_they_are() {
-    let readme = readme();
+    let doc = api_doc();
     for phrase in [
         format!(
             "Body larger than {} KiB ({} bytes)",
@@ -148,6 +156,6 @@ fn the_body_and_error_limits_are_stated_as_they_are() {
         format!("longer than {MAX_FIELD_PATH_BYTES} bytes"),
         format!("pass {} KiB", MAX_FIELD_ERRORS_BYTES / 1024),
     ] {
-        assert!(readme.contains(&phrase), "README does not say `{phrase}`");
+        assert!(doc.contains(&phrase), "{API_DOC} does not say `{phrase}`");
     }
 }

@@ -1,10 +1,16 @@
-//! Keeps the API's rules and limits, in docs/api.md, in step with the code:
-//! every field a request may set has a row in its field-rules table, each
-//! row states its rule's limits as the code's consts have them and lists
-//! only codes the code can emit, and the body and error-size limits are
-//! stated as they are.
+//! Keeps the documents in step with the code and with each other.
+//!
+//! The API's rules and limits live in docs/api.md: every field a request may
+//! set has a row in its field-rules table, each row states its rule's limits
+//! as the code's consts have them and lists only codes the code can emit,
+//! and the body and error-size limits are stated as they are.
+//!
+//! README.md stays a five-minute read (at most 200 lines) that indexes every
+//! page in docs/, and every relative link in README.md and docs/*.md leads to
+//! a file that exists and, with a `#fragment`, to a heading in it.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use agent_server_shared::error::{
     FIELD_CODES, MAX_FIELD_ERRORS, MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES,
@@ -21,6 +27,9 @@ use integration_tests::{length_limits, repo_root};
 
 /// The document that holds the API's field rules, limits and status codes.
 const API_DOC: &str = "docs/api.md";
+
+/// The most lines README.md may have.
+const README_MAX_LINES: usize = 200;
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -158,4 +167,177 @@ fn the_body_and_error_limits_are_stated_as_they_are() {
     ] {
         assert!(doc.contains(&phrase), "{API_DOC} does not say `{phrase}`");
     }
+}
+
+#[test]
+fn the_readme_is_a_five_minute_read() {
+    let readme = read(&repo_root().join("README.md"));
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines, more than {README_MAX_LINES}: move the detail into docs/"
+    );
+}
+
+/// README.md and every docs/*.md, as paths from the repository root.
+fn documents() -> Vec<PathBuf> {
+    let root = repo_root();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap_or_else(|e| panic!("docs/: {e}"))
+        .map(|entry| entry.expect("docs/ entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    docs.insert(0, root.join("README.md"));
+    docs
+}
+
+#[test]
+fn the_readme_indexes_every_page_in_docs() {
+    let root = repo_root();
+    let readme = read(&root.join("README.md"));
+    let targets: Vec<String> = links(&readme).into_iter().map(|(target, _)| target).collect();
+    for doc in documents().into_iter().skip(1) {
+        let name = doc
+            .strip_prefix(&root)
+            .expect("under the root")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            targets.iter().any(|target| target == &name),
+            "README.md does not link {name} from its index"
+        );
+    }
+}
+
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let root = repo_root();
+    let mut anchors: HashMap<PathBuf, Vec<String>> = HashMap::new();
+    let mut broken = Vec::new();
+    for doc in documents() {
+        let name = doc
+            .strip_prefix(&root)
+            .expect("under the root")
+            .display()
+            .to_string();
+        let text = read(&doc);
+        let dir = doc.parent().expect("a file has a directory");
+        for (target, line) in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = target.split_once('#').unwrap_or((target.as_str(), ""));
+            let file = if path.is_empty() {
+                doc.clone()
+            } else {
+                dir.join(path)
+            };
+            if !file.exists() {
+                broken.push(format!("{name}:{line}: ({target}): no file {path}"));
+                continue;
+            }
+            if fragment.is_empty() || file.extension().is_none_or(|ext| ext != "md") {
+                continue;
+            }
+            let file = file.canonicalize().expect("an existing file canonicalizes");
+            let known = anchors
+                .entry(file.clone())
+                .or_insert_with(|| heading_anchors(&read(&file)));
+            if !known.iter().any(|anchor| anchor == fragment) {
+                broken.push(format!(
+                    "{name}:{line}: ({target}): no heading #{fragment} in {path}"
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The text outside fenced code blocks, line by line (numbered from 1),
+/// with inline code spans blanked out.
+fn prose(text: &str) -> Vec<(usize, String)> {
+    let mut in_fence = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let mut kept = String::new();
+        for (j, part) in line.split('`').enumerate() {
+            if j % 2 == 0 {
+                kept.push_str(part);
+            }
+        }
+        out.push((i + 1, kept));
+    }
+    out
+}
+
+/// Every inline link's target (`[text](target)`), with its line.
+fn links(text: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for (number, line) in prose(text) {
+        let mut rest = line.as_str();
+        while let Some(start) = rest.find("](") {
+            let after = &rest[start + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            let target = after[..end].split_whitespace().next().unwrap_or("");
+            out.push((target.trim_matches(['<', '>']).to_string(), number));
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// The anchors GitHub gives a document's headings: lowercase, spaces as
+/// hyphens, punctuation dropped, a repeated one numbered `-1`, `-2`, ...
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut anchors = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        let hashes = line.chars().take_while(|&c| c == '#').count();
+        if in_fence || !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let slug: String = line[hashes..]
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|&c| c.is_alphanumeric() || c == '-' || c == '_' || c == ' ')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let count = seen.entry(slug.clone()).or_insert(0);
+        anchors.push(if *count == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{count}")
+        });
+        *count += 1;
+    }
+    anchors
+}
+
+#[test]
+fn heading_anchors_are_github_s() {
+    let doc = "# The API\n## JWT: putting `projects` in\n```\n# not a heading\n```\n## Locally\n## Locally\n";
+    assert_eq!(
+        heading_anchors(doc),
+        ["the-api", "jwt-putting-projects-in", "locally", "locally-1"]
+    );
+    assert_eq!(
+        links("[a](x.md#b) `[c](d)` [e](<f.md>)\n```\n[g](h)\n```\n"),
+        [("x.md#b".to_string(), 1), ("f.md".to_string(), 1)]
+    );
 }

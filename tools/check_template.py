@@ -12,6 +12,14 @@ log without query strings or bodies; and that alarms watch the API's 5xx,
 every function's errors, throttles and duration (against its timeout) and
 every table's throttles and system errors, notifying the alarm topic.
 
+Sealed secrets: the API-key function (and only it) gets SECRETS_KEY_ID, the
+ARN of SecretsKey, a rotated KMS key of its own (never the tables' DataKey)
+whose key policy keeps the account's administration statement and lets
+decrypt only the roles of SecretReaderRoleArns (exact ARNs), only api_key
+values; the function's role may kms:Encrypt on it only for the context
+{"field": "api_key", "id": ...} (exactly those keys) and kms:DescribeKey,
+and no function's role may kms:Decrypt (or re-encrypt) anything.
+
 Change events (PublishChangeEvents): with it on, every table has a
 NEW_IMAGE stream (none with it off) read by its own pipe, which keeps MODIFY
 records only, builds each event's detail from an allow-list of the new
@@ -28,12 +36,17 @@ Run with the tools virtualenv's Python: `make validate` does.
 
 import copy
 import json
+import logging
 import os
 import re
 import sys
 
 from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
+
+# Each translation leaves the translator's own usage metrics unpublished,
+# and it warns about that; they are of no interest here.
+logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
 
 ROUTES = {
     "/api/agent-server/api-keys/{id}": ("UpdateApiKeyFunction", "ApiKeysTable", "UpdateApiKeyLogs"),
@@ -70,10 +83,63 @@ def as_list(value):
     return value if isinstance(value, list) else [value]
 
 
-def check_function(resources, function, table, log_group):
+NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
+def resolve(value, conditions):
+    """Resolves Fn::If as resolve_if does, and drops what resolves to
+    AWS::NoValue (a list item, an object's key), as CloudFormation does."""
+    value = resolve_if(value, conditions)
+
+    def drop(v):
+        if isinstance(v, dict):
+            return {k: drop(x) for k, x in v.items() if x != NO_VALUE}
+        if isinstance(v, list):
+            return [drop(x) for x in v if x != NO_VALUE]
+        return v
+    return drop(value)
+
+
+def normalized(value):
+    """A policy fragment compared by meaning: lists as sorted lists of
+    their items, booleans and numbers as the strings IAM reads."""
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted((normalized(v) for v in value), key=json.dumps)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+# The API-key function seals api_key: kms:Encrypt under the secrets key
+# only for the context {"field": "api_key", "id": ...} (exactly those two
+# keys: ForAllValues alone would pass an empty context, so id must be
+# present too), and kms:DescribeKey on it to open the connection at init.
+SECRETS_KEY = "SecretsKey"
+TABLES_KEY = "DataKey"
+SEALING_FUNCTION = "UpdateApiKeyFunction"
+ENCRYPT_CONDITION = {
+    "StringEquals": {"kms:EncryptionContext:field": "api_key"},
+    "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["field", "id"]},
+    "Null": {"kms:EncryptionContext:id": "false"},
+}
+SEAL_GRANTS = {"kms:Encrypt": ENCRYPT_CONDITION, "kms:DescribeKey": None}
+# X-Ray's write actions take no resource: with tracing on, every function
+# may call them on "*", and nothing else may be granted on "*".
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+TRACING_CONDITION = "TracingEnabled"
+
+
+def check_function(resources, function, table, log_group, conditions=None):
     """The function logs JSON, START/REPORT records included, to its own group;
     its role, written in the template, may do nothing but TABLE_ACTIONS on
-    its own table and LOG_ACTIONS on its own log group."""
+    its own table and LOG_ACTIONS on its own log group, plus, for the
+    API-key function, SEAL_GRANTS on the secrets key (never kms:Decrypt),
+    and XRAY_ACTIONS on "*" exactly when tracing is on."""
+    conditions = conditions or {}
     problems = []
     properties = resources.get(function, {}).get("Properties", {})
     logging = properties.get("LoggingConfig", {})
@@ -94,7 +160,7 @@ def check_function(resources, function, table, log_group):
              if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Role") == role_ref]
     if users != [function]:
         problems.append(f"{role_name} is shared by {users}")
-    role = role.get("Properties", {})
+    role = resolve(role.get("Properties", {}), conditions)
     if role.get("ManagedPolicyArns"):
         problems.append(f"{role_name} has managed policies {json.dumps(role['ManagedPolicyArns'])}")
     trust = role.get("AssumeRolePolicyDocument", {}).get("Statement", [])
@@ -103,27 +169,56 @@ def check_function(resources, function, table, log_group):
         problems.append(f"{role_name} may be assumed by {json.dumps([s.get('Principal') for s in trust])}")
     own_table = {"Fn::GetAtt": [table, "Arn"]}
     own_logs = {"Fn::GetAtt": [log_group, "Arn"]}
+    secrets_key = {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}
+    tracing = conditions.get(TRACING_CONDITION, False)
     granted = set()
     for policy in role.get("Policies", []):
         for statement in as_list(policy["PolicyDocument"]["Statement"]):
             if statement.get("Effect") != "Allow":
                 continue
-            if set(statement) - {"Effect", "Action", "Resource", "Sid"}:
+            if set(statement) - {"Effect", "Action", "Resource", "Sid", "Condition"}:
                 problems.append(f"{role_name} has a statement with {sorted(statement)}: {json.dumps(statement)}")
             actions = as_list(statement.get("Action", []))
             resources_of = as_list(statement.get("Resource", []))
+            condition = statement.get("Condition")
             for action in actions:
-                allowed = TABLE_ACTIONS if action in TABLE_ACTIONS else LOG_ACTIONS if action in LOG_ACTIONS else None
-                target = own_table if allowed is TABLE_ACTIONS else own_logs
-                if allowed is None:
+                if action in TABLE_ACTIONS or action in LOG_ACTIONS:
+                    target, expected_condition = (own_table if action in TABLE_ACTIONS else own_logs), None
+                elif action in SEAL_GRANTS and function == SEALING_FUNCTION:
+                    target, expected_condition = secrets_key, SEAL_GRANTS[action]
+                elif action in XRAY_ACTIONS and tracing:
+                    target, expected_condition = "*", None
+                elif action in SEAL_GRANTS:
+                    problems.append(f"{role_name} may call {action}, which only {SEALING_FUNCTION} needs")
+                    continue
+                elif action in XRAY_ACTIONS:
+                    problems.append(f"{role_name} may call {action} with tracing off")
+                    continue
+                elif action.lower() in ("kms:decrypt", "kms:*", "*") or action.lower().startswith("kms:re"):
+                    problems.append(f"{role_name} may call {action}: no function may decrypt a secret")
+                    continue
+                else:
                     problems.append(f"{role_name} may call {action}, which no function needs")
-                elif resources_of != [target]:
-                    problems.append(f"{role_name} may call {action} on {json.dumps(resources_of)}, not only on {json.dumps(target)}")
+                    continue
+                if resources_of != [target]:
+                    problems.append(f"{role_name} may call {action} on {json.dumps(resources_of)}, "
+                                    f"not only on {json.dumps(target)}")
+                elif normalized(condition) != normalized(expected_condition):
+                    problems.append(f"{role_name} may call {action} under {json.dumps(condition)}, "
+                                    f"not only under {json.dumps(expected_condition)}")
                 else:
                     granted.add(action)
-    missing = ({"dynamodb:UpdateItem"} | LOG_ACTIONS) - granted
+            if "*" in resources_of and not set(actions) <= XRAY_ACTIONS:
+                problems.append(f"{role_name} grants {actions} on \"*\"; only {sorted(XRAY_ACTIONS)} may be")
+    needed = {"dynamodb:UpdateItem"} | LOG_ACTIONS
+    if function == SEALING_FUNCTION:
+        needed |= set(SEAL_GRANTS)
+    if tracing:
+        needed |= XRAY_ACTIONS
+    missing = needed - granted
     if missing:
-        problems.append(f"{role_name} lacks {sorted(missing)} on its own table or log group")
+        problems.append(f"{role_name} lacks {sorted(missing)} (on its own table, log group, the secrets key, "
+                        "or \"*\" for X-Ray)")
     return problems
 
 
@@ -187,8 +282,21 @@ def evaluate(expr, params, conditions):
     raise ValueError(f"the check cannot evaluate {name}")
 
 
+def parameter_default(parameter):
+    """A parameter's default as CloudFormation hands it to intrinsics: a
+    string, or a list of strings for a CommaDelimitedList."""
+    default = parameter.get("Default")
+    if isinstance(default, bool):
+        default = "true" if default else "false"
+    elif isinstance(default, (int, float)):
+        default = str(default)
+    if parameter.get("Type") == "CommaDelimitedList" and isinstance(default, str):
+        default = default.split(",")
+    return default
+
+
 def conditions_for(template, values):
-    params = {name: p.get("Default") for name, p in template.get("Parameters", {}).items()}
+    params = {name: parameter_default(p) for name, p in template.get("Parameters", {}).items()}
     params.update(values)
     conditions = {}
     for name, expr in template.get("Conditions", {}).items():  # each refers only to earlier ones here
@@ -258,6 +366,92 @@ def check_environment(template, resources):
         variables = resources.get(function, {}).get("Properties", {}).get("Environment", {}).get("Variables", {})
         if variables.get("PROJECTS_CLAIM") != {"Ref": "JwtProjectsClaim"}:
             problems.append(f"{function} does not get PROJECTS_CLAIM from JwtProjectsClaim")
+        sealing_key = variables.get("SECRETS_KEY_ID")
+        if function != SEALING_FUNCTION and sealing_key is not None:
+            problems.append(f"{function} gets SECRETS_KEY_ID, which only {SEALING_FUNCTION} may have")
+        if function == SEALING_FUNCTION and sealing_key != {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}:
+            problems.append(f"{function} must get SECRETS_KEY_ID, the ARN of {SECRETS_KEY} (not the tables' "
+                            f"{TABLES_KEY}), has {json.dumps(sealing_key)}")
+    return problems
+
+
+KEY_ADMINISTRATION = {
+    "Effect": "Allow",
+    "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+    "Action": "kms:*",
+    "Resource": "*",
+}
+SECRET_READERS = {
+    "Effect": "Allow",
+    "Principal": {"AWS": "*"},
+    "Action": "kms:Decrypt",
+    "Resource": "*",
+    "Condition": {
+        "ArnEquals": {"aws:PrincipalArn": {"Ref": "SecretReaderRoleArns"}},
+        "StringEquals": {"kms:EncryptionContext:field": "api_key"},
+    },
+}
+
+
+def canonical_statement(statement):
+    """A policy statement without its Sid, Action and Resource as lists."""
+    statement = {k: v for k, v in statement.items() if k != "Sid"}
+    for key in ("Action", "NotAction", "Resource", "NotResource"):
+        if key in statement:
+            statement[key] = as_list(statement[key])
+    return normalized(statement)
+
+
+def check_secrets_key(template):
+    """SecretsKey: a KMS key of its own (not the tables' DataKey), rotated,
+    kept on stack deletion, whose key policy keeps the account's
+    administration statement and otherwise lets only the roles of
+    SecretReaderRoleArns decrypt, only api_key values, and only when the
+    parameter names any."""
+    raw = template.get("Resources", {})
+    key = raw.get(SECRETS_KEY, {})
+    if key.get("Type") != "AWS::KMS::Key":
+        return [f"no {SECRETS_KEY} (AWS::KMS::Key) seals api_key"]
+    problems = []
+    if "Condition" in key:
+        problems.append(f"{SECRETS_KEY} must always exist, has Condition {key['Condition']}")
+    if key.get("DeletionPolicy") != "Retain" or key.get("UpdateReplacePolicy") != "Retain":
+        problems.append(f"{SECRETS_KEY} must be retained (deleting it makes every sealed api_key unreadable)")
+    properties = key.get("Properties", {})
+    if properties.get("EnableKeyRotation") is not True:
+        problems.append(f"{SECRETS_KEY} must rotate (EnableKeyRotation true), has "
+                        f"{json.dumps(properties.get('EnableKeyRotation'))}")
+    for _, table, _ in ROUTES.values():
+        sse = raw.get(table, {}).get("Properties", {}).get("SSESpecification", {})
+        if sse.get("KMSMasterKeyId") != {"Ref": TABLES_KEY}:
+            problems.append(f"{table} must be encrypted with the tables' {TABLES_KEY}, never with {SECRETS_KEY}; "
+                            f"uses {json.dumps(sse.get('KMSMasterKeyId'))}")
+    parameter = template.get("Parameters", {}).get("SecretReaderRoleArns", {})
+    if parameter.get("Type") != "CommaDelimitedList" or parameter.get("Default") != "":
+        problems.append(f"SecretReaderRoleArns must be a CommaDelimitedList defaulting to empty, is {json.dumps(parameter)}")
+    pattern = parameter.get("AllowedPattern", ".*")
+    for value, allowed in (("", True), ("arn:aws:iam::123456789012:role/reader", True),
+                           ("arn:aws:iam::123456789012:role/*", False), ("*", False),
+                           ("arn:aws:iam::123456789012:user/someone", False)):
+        if bool(re.fullmatch(pattern, value)) != allowed:
+            problems.append(f"SecretReaderRoleArns's AllowedPattern {pattern!r} {'refuses' if allowed else 'accepts'} "
+                            f"{value!r} (exact role ARNs only, no wildcard)")
+    for readers in ([""], ["arn:aws:iam::123456789012:role/reader"]):
+        try:
+            _, conditions = conditions_for(template, {"SecretReaderRoleArns": readers})
+        except (KeyError, ValueError) as error:
+            return problems + [f"the conditions cannot be evaluated for SecretReaderRoleArns={readers}: {error}"]
+        policy = resolve(json.loads(json.dumps(properties.get("KeyPolicy", {}))), conditions)
+        statements = [canonical_statement(s) for s in as_list(policy.get("Statement", []))]
+        administration = canonical_statement(KEY_ADMINISTRATION)
+        if administration not in statements:
+            problems.append(f"{SECRETS_KEY}'s key policy must keep the account's administration statement "
+                            f"{json.dumps(KEY_ADMINISTRATION)}")
+        others = [s for s in statements if s != administration]
+        expected = [canonical_statement(SECRET_READERS)] if readers != [""] else []
+        if others != expected:
+            problems.append(f"with SecretReaderRoleArns={readers}, {SECRETS_KEY}'s key policy must grant "
+                            f"{json.dumps(expected)} beside the administration, grants {json.dumps(others)}")
     return problems
 
 
@@ -705,23 +899,129 @@ SCHEMA_BREAKAGES = [
 ]
 
 
-def check(template_text, schema=None):
-    template = yaml_parse(template_text)
+def translate(template):
+    """The template as the SAM translator makes it (the resources
+    CloudFormation receives)."""
+    translated = copy.deepcopy(template)
     # The translator needs an S3 CodeUri; `sam build` supplies one on deploy.
-    translated = yaml_parse(template_text.replace("CodeUri: .", "CodeUri: s3://bucket/code.zip"))
-    resources = transform(translated, {}, NoManagedPolicies())["Resources"]
+    for holder in [translated.get("Globals", {}).get("Function", {})] + [
+            r.get("Properties", {}) for r in translated.get("Resources", {}).values()]:
+        if holder.get("CodeUri") == ".":
+            holder["CodeUri"] = "s3://bucket/code.zip"
+    return transform(translated, {}, NoManagedPolicies())["Resources"]
+
+
+def problems_of(template):
+    """Everything the checks find in a template (no self-test)."""
+    resources = translate(template)
     problems = []
     for mode, values in MODES.items():
         problems += check_routes(mode, template, resources, values)
-    for function, table, log_group in ROUTES.values():
-        problems += check_function(resources, function, table, log_group)
+    for tracing in ("true", "false"):
+        _, conditions = conditions_for(template, {"EnableTracing": tracing})
+        for function, table, log_group in ROUTES.values():
+            problems += [f"with EnableTracing={tracing}: {p}" if tracing == "false" else p
+                         for p in check_function(resources, function, table, log_group, conditions)]
     problems += check_no_other_iam(resources)
     problems += check_rules(template)
     problems += check_environment(template, resources)
     problems += check_operations(template, resources)
-    change_events = check_change_events(template)
-    # The self-test assumes a template the check accepts.
-    problems += change_events or self_test_change_events(template)
+    problems += check_secrets_key(template)
+    problems += check_change_events(template)
+    return list(dict.fromkeys(problems))
+
+
+def _resource(template, name):
+    return template["Resources"][name]["Properties"]
+
+
+def _policy(template, role, name):
+    """The statements of one inline policy of a role, by PolicyName."""
+    for policy in template["Resources"][role]["Properties"]["Policies"]:
+        if isinstance(policy, dict) and policy.get("PolicyName") == name:
+            return policy["PolicyDocument"]["Statement"]
+    raise KeyError(f"{role} has no policy {name}")
+
+
+def _variables(template, function):
+    return template["Resources"][function]["Properties"]["Environment"]["Variables"]
+
+
+def _key_statements(template):
+    return template["Resources"][SECRETS_KEY]["Properties"]["KeyPolicy"]["Statement"]
+
+
+def _readers_statement(template):
+    return _key_statements(template)[1]["Fn::If"][1]
+
+
+# Ways to break the template, each of which problems_of must notice with a
+# problem containing the given text: (what, how to break a copy, text).
+BREAKAGES = [
+    ("a function role decrypting secrets", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key").append(
+        {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}}),
+     "no function may decrypt"),
+    ("a function role re-encrypting secrets", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key")[0].update(
+        Action=["kms:Encrypt", "kms:ReEncryptFrom"]), "no function may decrypt"),
+    ("kms:Encrypt for any field", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key")[0]["Condition"].pop(
+        "StringEquals"), "may call kms:Encrypt under"),
+    ("kms:Encrypt with any context keys", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key")[0]["Condition"].pop(
+        "ForAllValues:StringEquals"), "may call kms:Encrypt under"),
+    ("kms:Encrypt with an empty context", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key")[0]["Condition"].pop(
+        "Null"), "may call kms:Encrypt under"),
+    ("kms:Encrypt under the tables' key", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key")[0].update(
+        Resource={"Fn::GetAtt": [TABLES_KEY, "Arn"]}), "may call kms:Encrypt on"),
+    ("no kms:DescribeKey", lambda t: _policy(t, "UpdateApiKeyRole", "seal-api-key").pop(1), "lacks"),
+    ("the MCP function sealing", lambda t: _resource(t, "UpdateMcpServerRole")["Policies"].append(
+        copy.deepcopy(_resource(t, "UpdateApiKeyRole")["Policies"][1])), "only UpdateApiKeyFunction needs"),
+    ("SECRETS_KEY_ID naming the tables' key", lambda t: _variables(t, SEALING_FUNCTION).update(
+        SECRETS_KEY_ID={"Fn::GetAtt": [TABLES_KEY, "Arn"]}), "SECRETS_KEY_ID"),
+    ("no SECRETS_KEY_ID", lambda t: _variables(t, SEALING_FUNCTION).pop("SECRETS_KEY_ID"), "SECRETS_KEY_ID"),
+    ("SECRETS_KEY_ID on the model function", lambda t: _variables(t, "UpdateModelFunction").update(
+        SECRETS_KEY_ID={"Fn::GetAtt": [SECRETS_KEY, "Arn"]}), "only UpdateApiKeyFunction may have"),
+    ("a table sealed with the secrets key", lambda t: _resource(t, "ModelsTable")["SSESpecification"].update(
+        KMSMasterKeyId={"Ref": SECRETS_KEY}), "encrypted with the tables' DataKey"),
+    ("a secrets key without rotation", lambda t: _resource(t, SECRETS_KEY).update(EnableKeyRotation=False),
+     "must rotate"),
+    ("a secrets key without EnableKeyRotation", lambda t: _resource(t, SECRETS_KEY).pop("EnableKeyRotation"),
+     "must rotate"),
+    ("a secrets key deleted with the stack", lambda t: t["Resources"][SECRETS_KEY].pop("DeletionPolicy"),
+     "must be retained"),
+    ("no account administration of the secrets key", lambda t: _key_statements(t).pop(0),
+     "administration statement"),
+    ("readers decrypting any field", lambda t: _readers_statement(t)["Condition"].pop("StringEquals"),
+     "key policy must grant"),
+    ("anyone decrypting", lambda t: _readers_statement(t)["Condition"].pop("ArnEquals"), "key policy must grant"),
+    ("readers always granted", lambda t: _key_statements(t).__setitem__(1, _readers_statement(t)),
+     "key policy must grant"),
+    ("a wildcard reader", lambda t: t["Parameters"]["SecretReaderRoleArns"].update(AllowedPattern=".*"),
+     "AllowedPattern"),
+]
+
+
+def self_test(template):
+    """Every breakage in BREAKAGES makes problems_of complain as expected."""
+    problems = []
+    for what, breakage, expected in BREAKAGES:
+        broken = copy.deepcopy(template)
+        try:
+            breakage(broken)
+            found = problems_of(broken)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+            problems.append(f"self-test: cannot make {what!r} ({error!r}); update BREAKAGES")
+            continue
+        if not any(expected in problem for problem in found):
+            problems.append(f"self-test: the check misses {what} (expected a problem with {expected!r}, "
+                            f"found {found[:3]})")
+    return problems
+
+
+def check(template_text, schema=None):
+    template = yaml_parse(template_text)
+    problems = problems_of(template)
+    # The self-tests assume a template the check accepts.
+    if not problems:
+        problems += self_test_change_events(template) + self_test(template)
     if schema is not None:
         schema_problems = check_event_schema(schema)
         problems += schema_problems
@@ -751,7 +1051,8 @@ def main():
         "own log group, and logs JSON with START/REPORT records; the stage writes a JSON access log; "
         "alarms on the API, functions and tables notify AlarmTopic; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
-        f"and publish, as events.schema.json describes ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES)} "
+        f"and publish, as events.schema.json describes; api_key is sealed under a key of its own that no "
+        f"function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
         "ways of breaking that are caught)"
     )
 

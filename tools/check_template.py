@@ -23,7 +23,11 @@ and no function's role may kms:Decrypt (or re-encrypt) anything.
 Change events (PublishChangeEvents): with it on, every table has a
 NEW_IMAGE stream (none with it off) read by its own pipe, which keeps MODIFY
 records only, builds each event's detail from an allow-list of the new
-image's attributes and nothing else, puts it on the stack's bus with a fixed
+image's attributes and nothing else (the record's id, project, version and
+updated_at, and the write's updated_by and the names in updated_fields,
+rendered so that an item lacking those two still makes JSON that
+events.schema.json accepts, as tools/events/pipes.py renders it), puts it on
+the stack's bus with a fixed
 source and detail type, never logs execution data, has no enrichment, gives
 up after bounded retries into an encrypted dead-letter queue that an alarm
 watches, and runs as a role of its own that may only read its table's stream
@@ -552,11 +556,11 @@ def check_operations(template, resources):
 # type and the fields of the event's detail.
 CHANGE_PIPES = {
     "ApiKeysTable": ("ApiKeysChangePipe", "ApiKeysChangePipeRole", "API key updated",
-                     ("id", "version", "updated_at")),
+                     ("id", "version", "updated_at", "updated_by", "updated_fields")),
     "McpServersTable": ("McpServersChangePipe", "McpServersChangePipeRole", "MCP server updated",
-                        ("id", "project_id", "version", "updated_at")),
+                        ("id", "project_id", "version", "updated_at", "updated_by", "updated_fields")),
     "ModelsTable": ("ModelsChangePipe", "ModelsChangePipeRole", "Model updated",
-                    ("id", "project_id", "version", "updated_at")),
+                    ("id", "project_id", "version", "updated_at", "updated_by", "updated_fields")),
 }
 # The allow-list: each field of an event's detail, and the one place of the
 # stream record it may come from. Nothing else of the record (api_key,
@@ -566,7 +570,14 @@ EVENT_FIELDS = {
     "project_id": "$.dynamodb.NewImage.project_id.S",
     "version": "$.dynamodb.NewImage.version.N",
     "updated_at": "$.dynamodb.NewImage.updated_at.S",
+    "updated_by": "$.dynamodb.NewImage.updated_by.S",
+    "updated_fields": "$.dynamodb.NewImage.updated_fields.SS",
 }
+# Fields whose placeholder sits unquoted in brackets, [<path>]: a string set
+# renders as a JSON array, and a set the item lacks as nothing, so the
+# field is [[...]] or [] and the text stays JSON either way. Every other
+# placeholder is quoted, "<path>" (an absent attribute renders as "").
+LIST_FIELDS = {"updated_fields"}
 EVENT_SOURCE = "agent-server"
 CHANGE_CONDITION = "PublishesChangeEvents"
 CHANGE_BUS = "ChangeEventBus"
@@ -588,8 +599,9 @@ def pipe_grants(table):
 
 def check_input_template(name, text, fields):
     """The template is a JSON object of exactly `fields`, each the quoted
-    placeholder of its allow-listed attribute: no other placeholder (no
-    other attribute, no whole image, no aws.pipes.event), no constant."""
+    placeholder of its allow-listed attribute (in brackets for LIST_FIELDS):
+    no other placeholder (no other attribute, no whole image, no
+    aws.pipes.event), no constant."""
     if not isinstance(text, str):
         return [f"{name}'s InputTemplate is not a plain string: {json.dumps(text)}"]
     problems = []
@@ -599,8 +611,12 @@ def check_input_template(name, text, fields):
             problems.append(f"{name}'s InputTemplate references <{placeholder}>, outside the allow-list "
                             f"{sorted(allowed)}")
     # Placeholders become strings the JSON parser can read: a quoted one
-    # stays a string value, an unquoted one makes the text invalid.
-    marked = re.sub(r"<([^<>]*)>", lambda m: "\u27e8" + m.group(1) + "\u27e9", text)
+    # stays a string value, a bracketed list field's a list of one string,
+    # any other unquoted one makes the text invalid.
+    marked = text
+    for field in LIST_FIELDS & set(fields):
+        marked = marked.replace(f"[<{EVENT_FIELDS[field]}>]", f'["\u27e8{EVENT_FIELDS[field]}\u27e9"]')
+    marked = re.sub(r"<([^<>]*)>", lambda m: "\u27e8" + m.group(1) + "\u27e9", marked)
 
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
@@ -614,7 +630,11 @@ def check_input_template(name, text, fields):
     if not isinstance(detail, dict) or sorted(detail) != sorted(fields):
         return problems + [f"{name}'s InputTemplate must build exactly {list(fields)}, builds {text}"]
     for field in fields:
-        if detail[field] != "\u27e8" + EVENT_FIELDS[field] + "\u27e9":
+        placeholder = "\u27e8" + EVENT_FIELDS[field] + "\u27e9"
+        if field in LIST_FIELDS and detail[field] != [placeholder]:
+            problems.append(f"{name}'s InputTemplate must set {field} to [<{EVENT_FIELDS[field]}>], "
+                            f"sets {json.dumps(detail[field], ensure_ascii=False)}")
+        elif field not in LIST_FIELDS and detail[field] != placeholder:
             problems.append(f"{name}'s InputTemplate must set {field} to \"<{EVENT_FIELDS[field]}>\", "
                             f"sets {json.dumps(detail[field], ensure_ascii=False)}")
     return problems
@@ -796,6 +816,17 @@ def _pipe(template, name):
     return template["Resources"][name]["Properties"]
 
 
+_FIELD_LIST = "[<$.dynamodb.NewImage.updated_fields.SS>]"
+
+
+def _edit_template(template, pipe, old, new):
+    """Replaces `old` (which must be there) in a pipe's InputTemplate."""
+    target = _pipe(template, pipe)["TargetParameters"]
+    if old not in target["InputTemplate"]:
+        raise KeyError(f"{old!r} is not in {pipe}'s InputTemplate")
+    target["InputTemplate"] = target["InputTemplate"].replace(old, new)
+
+
 def _statements(template, role):
     return [s for p in template["Resources"][role]["Properties"]["Policies"]
             for s in p["PolicyDocument"]["Statement"]]
@@ -818,6 +849,18 @@ CHANGE_EVENT_BREAKAGES = [
     ("a constant field", lambda t: _pipe(t, "ModelsChangePipe")["TargetParameters"].update(
         InputTemplate=_pipe(t, "ModelsChangePipe")["TargetParameters"]["InputTemplate"][:-1] + ', "name": "x"}')),
     ("no template (the whole record)", lambda t: _pipe(t, "ApiKeysChangePipe")["TargetParameters"].pop("InputTemplate")),
+    ("the caller unquoted", lambda t: _edit_template(t, "ModelsChangePipe", '"<$.dynamodb.NewImage.updated_by.S>"',
+                                                    "<$.dynamodb.NewImage.updated_by.S>")),
+    ("the field list unbracketed", lambda t: _edit_template(t, "McpServersChangePipe", _FIELD_LIST,
+                                                            "<$.dynamodb.NewImage.updated_fields.SS>")),
+    ("the field list quoted", lambda t: _edit_template(t, "ApiKeysChangePipe", _FIELD_LIST,
+                                                       '"<$.dynamodb.NewImage.updated_fields.SS>"')),
+    ("no caller", lambda t: _edit_template(t, "ApiKeysChangePipe", ' "updated_by": "<$.dynamodb.NewImage.updated_by.S>",',
+                                           "")),
+    ("a name as the caller", lambda t: _edit_template(t, "ModelsChangePipe", "$.dynamodb.NewImage.updated_by.S",
+                                                      "$.dynamodb.NewImage.name.S")),
+    ("the headers as the field list", lambda t: _edit_template(t, "McpServersChangePipe", _FIELD_LIST,
+                                                               "[<$.dynamodb.NewImage.headers.M>]")),
     ("INSERTs announced", lambda t: _pipe(t, "ModelsChangePipe")["SourceParameters"]["FilterCriteria"]["Filters"][0].update(
         Pattern='{"eventName": ["MODIFY", "INSERT"]}')),
     ("no filter", lambda t: _pipe(t, "McpServersChangePipe")["SourceParameters"].pop("FilterCriteria")),
@@ -865,10 +908,88 @@ def self_test_change_events(template):
     return problems
 
 
-def check_event_schema(schema):
+def load_pipes_module():
+    """tools/events/pipes.py, the emulation of the pipes' filter and input
+    template (loaded by path: the standard library has a `pipes` too)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "events", "pipes.py")
+    spec = importlib.util.spec_from_file_location("agent_server_pipes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sample_record(table, with_writer):
+    """A MODIFY stream record of `table` as a pipe receives it, carrying
+    every kind of content (a sealed secret, headers, parameters, a name);
+    with or without the writer's updated_by and updated_fields."""
+    image = {
+        "id": {"S": "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"},
+        "version": {"N": "2"},
+        "created_at": {"S": "2026-01-01T00:00:00.000Z"},
+        "updated_at": {"S": "2026-01-02T03:04:05.678Z"},
+        "name": {"S": "a name"},
+    }
+    if table != "ApiKeysTable":
+        image["project_id"] = {"S": "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"}
+    image.update({
+        "ApiKeysTable": {"api_key": {"B": "c2VhbGVk"}, "enabled": {"BOOL": True}},
+        "McpServersTable": {"endpoint": {"S": "https://mcp.example.com"},
+                            "headers": {"M": {"Authorization": {"S": "Bearer x"}}}},
+        "ModelsTable": {"model_id": {"S": "m"}, "parameters": {"M": {"t": {"N": "0.5"}}}},
+    }[table])
+    if with_writer:
+        image["updated_by"] = {"S": "arn:aws:iam::123456789012:user/someone"}
+        image["updated_fields"] = {"SS": ["name", "enabled"]}
+    return {"eventID": "1", "eventName": "MODIFY", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1", "dynamodb": {"Keys": {"id": image["id"]}, "NewImage": image,
+                                                   "StreamViewType": "NEW_IMAGE"},
+            "eventSourceARN": f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/x"}
+
+
+def check_rendering(schema, template):
+    """What each pipe's InputTemplate (as pipes.py renders it, following
+    AWS's rules) makes of a record written through the API, and of one
+    written outside it (no updated_by, no updated_fields), is an event
+    events.schema.json accepts; the schema refuses the field list flat."""
+    import jsonschema
+    pipes = load_pipes_module()
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for name, resource in template.get("Resources", {}).items():
+        if resource.get("Type") != "AWS::Pipes::Pipe":
+            continue
+        source = resource.get("Properties", {}).get("Source", {})
+        table = source.get("Fn::GetAtt", [None])[0] if isinstance(source, dict) else None
+        if table not in CHANGE_PIPES:
+            continue
+        pipe = pipes.Pipe(name, table, json.loads(json.dumps(resource["Properties"])))
+        for with_writer in (True, False):
+            what = "an API write" if with_writer else "a record without updated_by and updated_fields"
+            try:
+                event = pipe.event(sample_record(table, with_writer))
+            except pipes.TemplateError as error:
+                problems.append(f"{name} cannot render {what}: {error}")
+                continue
+            if event is None:
+                problems.append(f"{name}'s filter drops a MODIFY record")
+                continue
+            errors = list(validator.iter_errors(event))
+            if errors:
+                problems.append(f"events.schema.json refuses what {name} makes of {what}: "
+                                f"{errors[0].message} at {list(errors[0].path)}: {json.dumps(event['detail'])}")
+            if with_writer:
+                flat = {**event, "detail": {**event["detail"], "updated_fields": ["name"]}}
+                if validator.is_valid(flat):
+                    problems.append("events.schema.json accepts updated_fields as a flat list, which no pipe renders")
+    return problems
+
+
+def check_event_schema(schema, template=None):
     """events.schema.json describes what the pipes publish: a valid JSON
     Schema (2020-12) whose source, detail types and detail fields are the
-    pipes', with no other detail field allowed."""
+    pipes', with no other detail field allowed, accepting what the pipes
+    make of records with and without the writer's attributes."""
     import jsonschema
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -889,6 +1010,13 @@ def check_event_schema(schema):
     if sorted(detail.get("properties", {})) != sorted(EVENT_FIELDS):
         problems.append(f"events.schema.json's detail fields must be {sorted(EVENT_FIELDS)}, "
                         f"are {sorted(detail.get('properties', {}))}")
+    # Every pipe renders every field (project_id on MCP servers and models
+    # only, which the schema's allOf says).
+    required = sorted(set(EVENT_FIELDS) - {"project_id"})
+    if sorted(detail.get("required", [])) != required:
+        problems.append(f"events.schema.json's detail must require {required}, requires {detail.get('required')}")
+    if template is not None and not problems:
+        problems += check_rendering(schema, template)
     return problems
 
 
@@ -896,6 +1024,12 @@ SCHEMA_BREAKAGES = [
     ("a secret field in the schema", lambda s: s["$defs"]["detail"]["properties"].update(api_key={"type": "string"})),
     ("any detail field allowed", lambda s: s["$defs"]["detail"].pop("additionalProperties")),
     ("a detail type no pipe publishes", lambda s: s["properties"]["detail-type"]["enum"].append("Key deleted")),
+    ("the absent caller refused", lambda s: s["$defs"]["detail"]["properties"]["updated_by"].update(minLength=1)),
+    ("the absent field list refused", lambda s: s["$defs"]["detail"]["properties"]["updated_fields"].update(minItems=1)),
+    ("the field list flat", lambda s: s["$defs"]["detail"]["properties"]["updated_fields"].update(
+        items={"type": "string"})),
+    ("the field list nested or flat", lambda s: s["$defs"]["detail"]["properties"]["updated_fields"].pop("items")),
+    ("no caller required", lambda s: s["$defs"]["detail"]["required"].remove("updated_by")),
 ]
 
 
@@ -1023,12 +1157,12 @@ def check(template_text, schema=None):
     if not problems:
         problems += self_test_change_events(template) + self_test(template)
     if schema is not None:
-        schema_problems = check_event_schema(schema)
+        schema_problems = check_event_schema(schema, template)
         problems += schema_problems
         for what, breakage in [] if schema_problems else SCHEMA_BREAKAGES:
             broken = copy.deepcopy(schema)
             breakage(broken)
-            if not check_event_schema(broken):
+            if not check_event_schema(broken, template):
                 problems.append(f"self-test: the event-schema check misses {what}")
     return problems
 

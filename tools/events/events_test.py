@@ -10,17 +10,25 @@ AWS). The test reads each table's stream with boto3, and checks that:
 - the pipe of that table in template.yaml (its filter and its InputTemplate,
   applied by pipes.py as EventBridge Pipes documents it) turns the record
   into an event that is valid JSON, carries exactly the allow-listed fields
-  with the values of the update, and validates against events.schema.json;
+  with the values of the update (updated_by: the caller's principal, the
+  token's sub; updated_fields: exactly the names of the fields the body set),
+  and validates against events.schema.json;
+- an item changed outside the API (no updated_by, no updated_fields) is
+  announced as the schema allows: updated_by "", updated_fields [];
 - the records loaded before the test (INSERTs) pass no pipe's filter;
-- none of the secrets or other contents the test wrote (an api_key, an MCP
-  header name and value, a name, an endpoint, a parameter) appear in any
-  event, although the stream records carry them.
+- api_key reaches the table sealed (binary, the plaintext nowhere in the
+  record), and a write that does not set it leaves the sealed value as is;
+- none of the secrets or other contents the test wrote (an api_key and its
+  ciphertext, an MCP header name and value, a name, an endpoint, a
+  parameter) appear in any event, although the stream records carry them.
 
 scripts/events-test.sh runs it under scripts/with-local-api.sh. Run it with
 the tools virtualenv's Python (boto3, jsonschema and the SAM CLI's YAML
 loader come with aws-sam-cli there).
 """
 
+import base64
+import datetime
 import json
 import subprocess
 import os
@@ -71,14 +79,30 @@ class Failed(Exception):
     pass
 
 
-def project_token(project):
-    """A token granting only `project`, signed with the running local-api's secret."""
+def project_token(project, sub=None):
+    """A token granting only `project` (with subject `sub`, if given), signed
+    with the running local-api's secret."""
     secret = os.environ.get("API_JWT_SECRET")
     if not secret:
         raise Failed("API_JWT_SECRET is not set (scripts/with-local-api.sh sets it)")
     local_api = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "local-api")
-    return subprocess.run([local_api, "token", "--jwt-secret", secret, "--projects", project],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    command = [local_api, "token", "--jwt-secret", secret, "--projects", project] + (["--sub", sub] if sub else [])
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def subject_of(token):
+    """The sub claim of a JWT (read, not verified: the test minted it), the
+    principal the functions record as updated_by."""
+    try:
+        payload = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"]
+    except (IndexError, ValueError, KeyError, TypeError) as error:
+        raise Failed(f"cannot read the sub of the token {token[:20]}...: {error!r}") from None
+
+
+def now_rfc3339():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 def put(path, body, query=None, if_match=None, token=None):
@@ -111,6 +135,7 @@ class Streams:
                        aws_access_key_id="local", aws_secret_access_key="local")
         dynamodb = boto3.client("dynamodb", **options)
         streams = boto3.client("dynamodbstreams", **options)
+        self.dynamodb = dynamodb  # for the writes made outside the API
         self.readers = {}
         for table, pipe in pipes_by_table.items():
             description = dynamodb.describe_table(TableName=pipe.table_name)["Table"]
@@ -143,7 +168,22 @@ class Streams:
         return self.read()
 
 
-def check_event(pipe, record, expected, validator):
+def same_detail(detail, expected):
+    """The detail is the expected one; updated_fields (a string set, whose
+    order DynamoDB does not keep) compared as a set, [[...]] or []."""
+    if not isinstance(detail, dict) or set(detail) != set(expected):
+        return False
+    if {k: v for k, v in detail.items() if k != "updated_fields"} != \
+            {k: v for k, v in expected.items() if k != "updated_fields"}:
+        return False
+    fields, wanted = detail["updated_fields"], expected["updated_fields"]
+    if wanted == []:
+        return fields == []
+    return (isinstance(fields, list) and len(fields) == 1 and isinstance(fields[0], list)
+            and len(fields[0]) == len(set(fields[0])) and set(fields[0]) == set(wanted[0]))
+
+
+def check_event(pipe, record, expected, validator, secrets_written=()):
     """The event the pipe makes of `record`: passes the filter, renders, has
     exactly the expected detail, fits the schema, carries nothing written."""
     if not pipe.passes(record):
@@ -152,14 +192,14 @@ def check_event(pipe, record, expected, validator):
         event = pipe.event(record)
     except pipes.TemplateError as error:
         raise Failed(str(error)) from None
-    if event["detail"] != expected:
+    if not same_detail(event["detail"], expected):
         raise Failed(f"{pipe.name} announces {json.dumps(event['detail'])}, expected {json.dumps(expected)}")
     errors = sorted(validator.iter_errors(event), key=lambda e: list(e.path))
     if errors:
         raise Failed(f"{pipe.name}'s event does not fit events.schema.json: {errors[0].message} at "
                      f"{list(errors[0].path)}: {json.dumps(event)}")
     text = json.dumps(event, ensure_ascii=False)
-    leaked = [value for value in WRITTEN if value in text]
+    leaked = [value for value in WRITTEN + list(secrets_written) if value in text]
     if leaked:
         raise Failed(f"{pipe.name}'s event carries what the update wrote, {leaked}: {text}")
     return event
@@ -216,11 +256,15 @@ def main():
             raise Failed(f"events.schema.json accepts an event with {why}: {json.dumps(event)}")
 
     versions = {}
+    sealed = {}  # record id -> the sealed api_key (base64), as the table holds it
+    caller = subject_of(os.environ["API_TOKEN"]) if os.environ.get("API_TOKEN") else None
 
-    def updated(table, record_id, body, project=None, if_match=None, fields=None):
+    def updated(table, record_id, body, project=None, if_match=None, fields=None, token=None):
         """A 200 and its one MODIFY record, announced as expected."""
         def run():
-            status, version, envelope = put(ROUTES[table] + record_id, body, project, if_match)
+            if caller is None:
+                raise Failed("API_TOKEN is not set: the test cannot know the caller (scripts/with-local-api.sh sets it)")
+            status, version, envelope = put(ROUTES[table] + record_id, body, project, if_match, token)
             if status != 200:
                 raise Failed(f"status {status}, expected 200: {json.dumps(envelope)}")
             if version is None:
@@ -242,15 +286,55 @@ def main():
                 if json.dumps(value) not in json.dumps(image.get(name)):
                     raise Failed(f"the record's {name} is {image.get(name)}, without {value!r}: the check below "
                                  "would prove nothing")
-            expected = {"id": record_id, "version": version, "updated_at": envelope["data"]["updated_at"]}
+            if table == "ApiKeysTable":
+                stored = image.get("api_key", {})
+                if set(stored) != {"B"}:
+                    raise Failed(f"api_key is stored as {sorted(stored)}, not sealed (B)")
+                if SECRET_API_KEY in json.dumps(records[0]):
+                    raise Failed("the plaintext api_key is in the stream record")
+                if "api_key" not in body and sealed.get(record_id) not in (None, stored["B"]):
+                    raise Failed("a write that did not set api_key changed the sealed value")
+                sealed[record_id] = stored["B"]
+            who = subject_of(token) if token else caller
+            expected = {"id": record_id, "version": version, "updated_at": envelope["data"]["updated_at"],
+                        "updated_by": who, "updated_fields": [sorted(body)]}
             if project:
                 expected["project_id"] = project
-            event = check_event(pipes_by_table[table], records[0], expected, validator)
+            event = check_event(pipes_by_table[table], records[0], expected, validator, sealed.values())
             the_schema_refuses({**event, "detail": {**event["detail"], "api_key": SECRET_API_KEY}},
                                "a field outside the allow-list")
             the_schema_refuses({**event, "detail": {**event["detail"], "version": int(version)}},
                                "a version that is not the string the pipe makes")
             return f"one MODIFY, version {version}; {event['detail-type']!r} {json.dumps(event['detail'])}"
+        return run
+
+    def changed_outside(table, key, record_id, project=None):
+        """An UpdateItem made outside the API (no updated_by, no
+        updated_fields in the item): one MODIFY, announced with the
+        rendering of the absent attributes, updated_by "" and
+        updated_fields [], which the schema allows."""
+        def run():
+            updated_at = now_rfc3339()
+            streams.dynamodb.update_item(
+                TableName=pipes_by_table[table].table_name, Key=key,
+                UpdateExpression="SET version = version + :one, updated_at = :now REMOVE updated_by, updated_fields",
+                ConditionExpression="attribute_exists(version)",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":now": {"S": updated_at}})
+            seen = streams.wait_for(table)
+            records = seen[table]
+            if [r["eventName"] for r in records] != ["MODIFY"]:
+                raise Failed(f"expected exactly one MODIFY record, got {[r['eventName'] for r in records]}")
+            image = records[0]["dynamodb"].get("NewImage", {})
+            if "updated_by" in image or "updated_fields" in image:
+                raise Failed("the item still has updated_by or updated_fields: the check below would prove nothing")
+            version = image.get("version", {}).get("N")
+            versions[(table, record_id)] = int(version)
+            expected = {"id": record_id, "version": version, "updated_at": updated_at,
+                        "updated_by": "", "updated_fields": []}
+            if project:
+                expected["project_id"] = project
+            event = check_event(pipes_by_table[table], records[0], expected, validator, sealed.values())
+            return f"{event['detail-type']!r} {json.dumps(event['detail'])}"
         return run
 
     def rejected(table, record_id, body, expected_status, project=None, if_match=None, token=None):
@@ -265,11 +349,10 @@ def main():
             return f"{envelope.get('errorDetails', {}).get('code')}, no record"
         return run
 
-    step("200 on an API key (new secret and name)",
-         updated("ApiKeysTable", API_KEY_ID, {"api_key": SECRET_API_KEY, "name": NAME},
-                 fields={"api_key": SECRET_API_KEY, "name": NAME}))
-    step("200 on an API key (disabled; the stored secret stays out of the event)",
-         updated("ApiKeysTable", API_KEY_ID, {"enabled": False}, fields={"api_key": SECRET_API_KEY}))
+    step("200 on an API key (new secret, sealed, and name)",
+         updated("ApiKeysTable", API_KEY_ID, {"api_key": SECRET_API_KEY, "name": NAME}, fields={"name": NAME}))
+    step("200 on an API key (disabled; the sealed secret stays as it is, and out of the event)",
+         updated("ApiKeysTable", API_KEY_ID, {"enabled": False}))
     step("200 on an MCP server (secret header, endpoint)",
          updated("McpServersTable", MCP_SERVER_ID,
                  {"headers": {"Authorization": HEADER_VALUE, HEADER_NAME: "1"}, "endpoint": ENDPOINT},
@@ -280,6 +363,12 @@ def main():
     step("200 on a model with the current If-Match",
          updated("ModelsTable", MODEL_ID, {"model_id": "claude-sonnet-4-5"}, project=PROJECT_ID,
                  if_match=f'"{versions.get(("ModelsTable", MODEL_ID), 1)}"'))
+    step("200 on a model by another caller (updated_by is that caller)",
+         updated("ModelsTable", MODEL_ID, {"provider_type": "Anthropic", "name": NAME}, project=PROJECT_ID,
+                 token=project_token(PROJECT_ID, sub=f"events-test-{RUN}")))
+    step("an MCP server changed outside the API (no updated_by, no updated_fields)",
+         changed_outside("McpServersTable", {"project_id": {"S": PROJECT_ID}, "id": {"S": MCP_SERVER_ID}},
+                         MCP_SERVER_ID, project=PROJECT_ID))
 
     stale = f'"{versions.get(("ModelsTable", MODEL_ID), 1) - 1}"'
     step("412 on a model with a stale If-Match",

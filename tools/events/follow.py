@@ -4,9 +4,12 @@ each change event as the pipes of template.yaml would put it on the bus.
 Reads DynamoDB Local at AWS_ENDPOINT_URL_DYNAMODB, or 127.0.0.1:DYNAMODB_PORT
 (default 8000), from the moment it starts (the pipes start at LATEST too).
 Each event is printed to stdout as JSON; a record a pipe's filter drops (an
-INSERT when the samples load, say) gets a note on stderr. The envelope's id,
-time and account are local stand-ins; the detail is exactly what the pipe's
-input template makes of the record. Ctrl-C stops it.
+INSERT when the samples load, say) gets a note on stderr, and so does an
+event of an item changed outside the API (updated_by "" and updated_fields
+[], as the pipe renders attributes the item lacks). The envelope's id, time
+and account are local stand-ins; the detail is exactly what the pipe's input
+template makes of the record: who wrote (updated_by) and the names of the
+fields the write set (updated_fields, [[...]]), never a value. Ctrl-C stops it.
 """
 
 import json
@@ -89,6 +92,10 @@ def main():
                     note(f"{record.get('eventName')} on {pipe.table_name}: not announced "
                          f"({pipe.name} passes {json.dumps(pipe.patterns)} only)")
                     continue
+                detail = event.get("detail")
+                if isinstance(detail, dict) and detail.get("updated_by") == "" and detail.get("updated_fields") == []:
+                    note(f"{pipe.name}: the item has no updated_by or updated_fields (changed outside the API, "
+                         "or by a build that did not record them)")
                 print(json.dumps(event, indent=2), flush=True)
         time.sleep(POLL_SECONDS)
 

@@ -9,13 +9,26 @@ array indices, into the record as the pipe receives it) or a reserved
 `<aws.pipes.*>` variable; a placeholder inside a JSON string is replaced by
 the value's text, one outside a string by the value as JSON (so a string stays
 a quoted string: a DynamoDB number, which a stream record carries as a string
-under "N", stays a string either way). This module is stricter than AWS where
-AWS is not documented: a path that is missing, or a non-scalar inside a
-string, is an error here rather than whatever AWS would render.
+under "N", stays a string either way; a string set, "SS", is a JSON array).
+
+A path the record lacks renders as nothing: "If you specify a variable to
+match a JSON path that doesn't exist in the event, that variable isn't
+created and won't appear in the output" (EventBridge input transformation,
+Common issues; the Pipes page has no rule of its own and shares the
+placeholder syntax). So `"<$.missing>"` becomes `""`, and an unquoted
+`<$.missing>` leaves nothing, which usually makes the text invalid JSON (an
+error here; on AWS the event could not be put on the bus). This module is
+stricter than AWS where AWS is not documented: a non-scalar inside a string
+is an error here rather than whatever AWS would render.
+
+Binary attributes ("B", "BS": the sealed api_key) reach the pipe base64-encoded,
+as in every JSON rendering of a stream record; pipe_record does the same to
+what boto3 returns as bytes.
 
 Used by events_test.py (make events-test) and follow.py (make events).
 """
 
+import base64
 import datetime
 import json
 import os
@@ -42,6 +55,10 @@ LOCAL_ACCOUNT = "000000000000"
 
 class TemplateError(Exception):
     """The input template cannot be applied to this record."""
+
+
+class MissingPath(TemplateError):
+    """A placeholder's path is not in the record (it renders as nothing)."""
 
 
 class Pipe:
@@ -181,7 +198,7 @@ def resolve(path, record):
         elif isinstance(value, dict) and key in value:
             value = value[key]
         else:
-            raise TemplateError(f"{path} is not in the record")
+            raise MissingPath(f"{path} is not in the record")
         rest = rest[match.end():]
     return value
 
@@ -199,7 +216,11 @@ def render(template, record, reserved=None):
                 if name in reserved:
                     value = reserved[name]
                 elif name.startswith("$"):
-                    value = resolve(name, record)
+                    try:
+                        value = resolve(name, record)
+                    except MissingPath:
+                        position = match.end()  # nothing appears in its place
+                        continue
                 else:
                     raise TemplateError(f"unknown variable <{name}>")
                 out.append(inside_string(name, value) if in_string else json.dumps(value))
@@ -232,15 +253,27 @@ def inside_string(name, value):
 def pipe_record(record, stream_arn):
     """A record from boto3's dynamodbstreams GetRecords, shaped as the pipe
     receives it (the Lambda-style DynamoDB event): ApproximateCreationDateTime
-    in epoch seconds, plus the stream's ARN as eventSourceARN."""
+    in epoch seconds, binary values base64-encoded, plus the stream's ARN as
+    eventSourceARN."""
     record = dict(record)
     dynamodb = dict(record.get("dynamodb", {}))
     created = dynamodb.get("ApproximateCreationDateTime")
     if isinstance(created, datetime.datetime):
         dynamodb["ApproximateCreationDateTime"] = int(created.timestamp())
-    record["dynamodb"] = dynamodb
+    record["dynamodb"] = as_json(dynamodb)
     record["eventSourceARN"] = stream_arn
     return record
+
+
+def as_json(value):
+    """bytes (boto3's B and BS values) as the base64 text JSON carries."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {k: as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    return value
 
 
 class StreamReader:

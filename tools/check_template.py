@@ -32,8 +32,15 @@ source and detail type, never logs execution data, has no enrichment, gives
 up after bounded retries into an encrypted dead-letter queue that an alarm
 watches, and runs as a role of its own that may only read its table's stream
 (and decrypt it through DynamoDB), put events on the bus and send to the
-dead-letter queue. A self-test breaks the template in each of those ways and
-makes sure the check notices.
+dead-letter queue. The audit trail exists with them: a rule on the bus
+logs every change event (no replay), whole, to an audit log group that
+EventBridge may write to under the group's resource policy (PutLogEvents for
+that rule only), and an archive of the bus keeps the same events; both for
+AuditRetentionDays (0, for ever, leaves the group's RetentionInDays out;
+the parameter allows only values both accept), and outputs name them.
+
+A self-test breaks the template in each of those ways (and in those below)
+and makes sure the check notices.
 
 Run with the tools virtualenv's Python: `make validate` does.
 """
@@ -812,6 +819,124 @@ def check_change_events(template):
     return problems
 
 
+# The audit trail (PublishChangeEvents only): a rule on the change bus that
+# logs every change event (no replay) whole to the audit log group, which
+# EventBridge may write to under the group's resource policy, and an archive
+# of the same events; both keep them AuditRetentionDays (0: for ever).
+AUDIT_LOGS = "ChangeAuditLogs"
+AUDIT_POLICY = "ChangeAuditLogsPolicy"
+AUDIT_RULE = "ChangeAuditRule"
+AUDIT_ARCHIVE = "ChangeEventArchive"
+AUDIT_PATTERN = {"source": [EVENT_SOURCE], "replay-name": [{"exists": False}]}
+# What CloudWatch Logs accepts as RetentionInDays.
+LOG_RETENTION_DAYS = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                      2922, 3288, 3653]
+AUDIT_OUTPUTS = {"ChangeAuditLogGroupName": {"Ref": AUDIT_LOGS}, "ChangeEventArchiveName": {"Ref": AUDIT_ARCHIVE}}
+
+
+def sub_text(value):
+    """The text of an Fn::Sub string with each ${Name} or ${Name.Attr}
+    left as it is, or None if the value is not one."""
+    if isinstance(value, dict) and list(value) == ["Fn::Sub"] and isinstance(value["Fn::Sub"], str):
+        return value["Fn::Sub"]
+    return None
+
+
+def check_audit_policy(raw):
+    policy = raw.get(AUDIT_POLICY, {})
+    if policy.get("Type") != "AWS::Logs::ResourcePolicy" or policy.get("Condition") != CHANGE_CONDITION:
+        return [f"{AUDIT_POLICY} must be an AWS::Logs::ResourcePolicy that exists with {CHANGE_CONDITION} "
+                "(EventBridge writes to CloudWatch Logs under the group's resource policy)"]
+    text = sub_text(policy.get("Properties", {}).get("PolicyDocument"))
+    try:
+        document = json.loads(text)
+    except (TypeError, ValueError):
+        return [f"{AUDIT_POLICY}'s PolicyDocument must be a JSON policy in an Fn::Sub string"]
+    problems, granted = [], set()
+    group = f"${{{AUDIT_LOGS}.Arn}}"
+    expected = {
+        "logs:CreateLogStream": None,
+        "logs:PutLogEvents": {"ArnEquals": {"aws:SourceArn": f"${{{AUDIT_RULE}.Arn}}"}},
+    }
+    for statement in as_list(document.get("Statement", [])):
+        if statement.get("Effect") != "Allow":
+            continue
+        principal = statement.get("Principal")
+        if principal != {"Service": "events.amazonaws.com"}:
+            problems.append(f"{AUDIT_POLICY} lets {json.dumps(principal)} write, not only EventBridge")
+        for action in as_list(statement.get("Action", [])):
+            if action not in expected:
+                problems.append(f"{AUDIT_POLICY} allows {action}, which EventBridge does not need")
+            elif as_list(statement.get("Resource")) != [group]:
+                problems.append(f"{AUDIT_POLICY} allows {action} on {json.dumps(statement.get('Resource'))}, "
+                                f"not only on {group}")
+            elif statement.get("Condition") != expected[action]:
+                problems.append(f"{AUDIT_POLICY} allows {action} under {json.dumps(statement.get('Condition'))}, "
+                                f"not only under {json.dumps(expected[action])}")
+            else:
+                granted.add(action)
+    missing = sorted(set(expected) - granted)
+    if missing:
+        problems.append(f"{AUDIT_POLICY} does not let EventBridge {missing} in {AUDIT_LOGS}")
+    return problems
+
+
+def check_audit_trail(template):
+    """See AUDIT_*: the audit log group, its resource policy, the rule that
+    fills it, the archive, their retention and outputs."""
+    problems = []
+    raw = template.get("Resources", {})
+    parameter = template.get("Parameters", {}).get("AuditRetentionDays", {})
+    allowed = parameter.get("AllowedValues")
+    if (parameter.get("Type") != "Number" or parameter.get("Default") != 0
+            or not isinstance(allowed, list) or sorted(allowed) != [0] + LOG_RETENTION_DAYS):
+        problems.append(f"AuditRetentionDays must be a Number defaulting to 0 (for ever) whose AllowedValues are 0 "
+                        f"and the values CloudWatch Logs accepts {LOG_RETENTION_DAYS}, is {json.dumps(parameter)}")
+    for name, kind in ((AUDIT_LOGS, "AWS::Logs::LogGroup"), (AUDIT_RULE, "AWS::Events::Rule"),
+                       (AUDIT_ARCHIVE, "AWS::Events::Archive")):
+        if raw.get(name, {}).get("Type") != kind or raw.get(name, {}).get("Condition") != CHANGE_CONDITION:
+            problems.append(f"{name} must be an {kind} that exists with {CHANGE_CONDITION} (the audit trail)")
+    problems += check_audit_policy(raw)
+    for days in ("0", "30"):
+        try:
+            _, conditions = conditions_for(template, {"AuditRetentionDays": days})
+        except (KeyError, ValueError) as error:
+            return problems + [f"the conditions cannot be evaluated for AuditRetentionDays={days}: {error}"]
+        logs = resolve(raw.get(AUDIT_LOGS, {}).get("Properties", {}), conditions)
+        retention = logs.get("RetentionInDays")
+        expected = None if days == "0" else {"Ref": "AuditRetentionDays"}
+        if retention != expected:
+            problems.append(f"with AuditRetentionDays={days}, {AUDIT_LOGS}'s RetentionInDays must be "
+                            f"{json.dumps(expected)} (CloudWatch Logs refuses 0; absent keeps for ever), "
+                            f"is {json.dumps(retention)}")
+    archive = raw.get(AUDIT_ARCHIVE, {}).get("Properties", {})
+    if archive.get("SourceArn") != {"Fn::GetAtt": [CHANGE_BUS, "Arn"]}:
+        problems.append(f"{AUDIT_ARCHIVE} must archive {CHANGE_BUS}, archives {json.dumps(archive.get('SourceArn'))}")
+    if archive.get("RetentionDays") != {"Ref": "AuditRetentionDays"}:
+        problems.append(f"{AUDIT_ARCHIVE} must keep events AuditRetentionDays, keeps {json.dumps(archive.get('RetentionDays'))}")
+    if archive.get("EventPattern") != AUDIT_PATTERN:
+        problems.append(f"{AUDIT_ARCHIVE} must archive every change event and no replay ({json.dumps(AUDIT_PATTERN)}), "
+                        f"archives {json.dumps(archive.get('EventPattern'))}")
+    rule = raw.get(AUDIT_RULE, {}).get("Properties", {})
+    if rule.get("EventBusName") != {"Ref": CHANGE_BUS}:
+        problems.append(f"{AUDIT_RULE} must be on {CHANGE_BUS}, is on {json.dumps(rule.get('EventBusName'))}")
+    if rule.get("EventPattern") != AUDIT_PATTERN:
+        problems.append(f"{AUDIT_RULE} must match every change event and no replay ({json.dumps(AUDIT_PATTERN)}), "
+                        f"matches {json.dumps(rule.get('EventPattern'))}")
+    if rule.get("State", "ENABLED") != "ENABLED":
+        problems.append(f"{AUDIT_RULE} is {rule.get('State')}")
+    targets = rule.get("Targets", [])
+    if (len(targets) != 1 or targets[0].get("Arn") != {"Fn::GetAtt": [AUDIT_LOGS, "Arn"]}
+            or set(targets[0]) - {"Id", "Arn", "RetryPolicy", "DeadLetterConfig"}):
+        problems.append(f"{AUDIT_RULE} must deliver each event whole (no Input, InputPath, InputTransformer, "
+                        f"RoleArn) to {AUDIT_LOGS} only, delivers to {json.dumps(targets)}")
+    outputs = template.get("Outputs", {})
+    for output, value in AUDIT_OUTPUTS.items():
+        if outputs.get(output, {}).get("Value") != value or outputs.get(output, {}).get("Condition") != CHANGE_CONDITION:
+            problems.append(f"output {output} must name the audit trail ({json.dumps(value)}) with {CHANGE_CONDITION}")
+    return problems
+
+
 def _pipe(template, name):
     return template["Resources"][name]["Properties"]
 
@@ -1062,6 +1187,7 @@ def problems_of(template):
     problems += check_operations(template, resources)
     problems += check_secrets_key(template)
     problems += check_change_events(template)
+    problems += check_audit_trail(template)
     return list(dict.fromkeys(problems))
 
 
@@ -1130,6 +1256,41 @@ BREAKAGES = [
      "key policy must grant"),
     ("a wildcard reader", lambda t: t["Parameters"]["SecretReaderRoleArns"].update(AllowedPattern=".*"),
      "AllowedPattern"),
+    ("no archive", lambda t: t["Resources"].pop(AUDIT_ARCHIVE), AUDIT_ARCHIVE),
+    ("an archive of another bus", lambda t: _resource(t, AUDIT_ARCHIVE).update(
+        SourceArn={"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"}),
+     "must archive ChangeEventBus"),
+    ("an archive kept for ever whatever the parameter", lambda t: _resource(t, AUDIT_ARCHIVE).update(RetentionDays=0),
+     "AuditRetentionDays"),
+    ("an archive of replays too", lambda t: _resource(t, AUDIT_ARCHIVE)["EventPattern"].pop("replay-name"),
+     "no replay"),
+    ("an audit log group kept for ever", lambda t: _resource(t, AUDIT_LOGS).pop("RetentionInDays"),
+     "RetentionInDays must be"),
+    ("an audit log group with RetentionInDays 0", lambda t: _resource(t, AUDIT_LOGS).update(
+        RetentionInDays={"Ref": "AuditRetentionDays"}), "CloudWatch Logs refuses 0"),
+    ("a retention CloudWatch Logs refuses", lambda t: t["Parameters"]["AuditRetentionDays"]["AllowedValues"].append(2),
+     "AuditRetentionDays must be"),
+    ("replays logged again", lambda t: _resource(t, AUDIT_RULE)["EventPattern"].pop("replay-name"), "no replay"),
+    ("only model changes audited", lambda t: _resource(t, AUDIT_RULE)["EventPattern"].update(
+        {"detail-type": ["Model updated"]}), "every change event"),
+    ("an audit log of details only", lambda t: _resource(t, AUDIT_RULE)["Targets"][0].update(InputPath="$.detail"),
+     "deliver each event whole"),
+    ("an audit rule on the default bus", lambda t: _resource(t, AUDIT_RULE).update(EventBusName="default"),
+     "must be on ChangeEventBus"),
+    ("an audit trail without change events", lambda t: t["Resources"][AUDIT_RULE].pop("Condition"),
+     "exists with PublishesChangeEvents"),
+    ("no resource policy", lambda t: t["Resources"].pop(AUDIT_POLICY), AUDIT_POLICY),
+    ("a resource policy for every group", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace("${ChangeAuditLogs.Arn}", "*")}),
+     "not only on"),
+    ("a resource policy for any rule", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace(
+            ', "Condition": {"ArnEquals": {"aws:SourceArn": "${ChangeAuditRule.Arn}"}}', "")}),
+     "not only under"),
+    ("a resource policy for anyone", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace('"events.amazonaws.com"', '"*"', 1)}),
+     "not only EventBridge"),
+    ("no archive output", lambda t: t["Outputs"].pop("ChangeEventArchiveName"), "output ChangeEventArchiveName"),
 ]
 
 
@@ -1185,8 +1346,8 @@ def main():
         "own log group, and logs JSON with START/REPORT records; the stage writes a JSON access log; "
         "alarms on the API, functions and tables notify AlarmTopic; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
-        f"and publish, as events.schema.json describes; api_key is sealed under a key of its own that no "
-        f"function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
+        f"and publish, as events.schema.json describes, and an audit log group and an archive keep every "
+        f"change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
         "ways of breaking that are caught)"
     )
 

@@ -184,12 +184,19 @@ fn documents() -> Vec<PathBuf> {
     let root = repo_root();
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .unwrap_or_else(|e| panic!("docs/: {e}"))
-        .map(|entry| entry.expect("docs/ entry").path())
+        .map(|entry| entry.unwrap_or_else(|e| panic!("docs/: {e}")).path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
         .collect();
     docs.sort();
     docs.insert(0, root.join("README.md"));
     docs
+}
+
+/// `path` from the repository root, as a link from README.md names it.
+fn relative(path: &Path) -> String {
+    let root = repo_root();
+    let relative = path.strip_prefix(&root).unwrap_or(path);
+    relative.to_string_lossy().into_owned()
 }
 
 #[test]
@@ -198,11 +205,7 @@ fn the_readme_indexes_every_page_in_docs() {
     let readme = read(&root.join("README.md"));
     let targets: Vec<String> = links(&readme).into_iter().map(|(target, _)| target).collect();
     for doc in documents().into_iter().skip(1) {
-        let name = doc
-            .strip_prefix(&root)
-            .expect("under the root")
-            .to_string_lossy()
-            .into_owned();
+        let name = relative(&doc);
         assert!(
             targets.iter().any(|target| target == &name),
             "README.md does not link {name} from its index"
@@ -216,13 +219,9 @@ fn every_relative_link_leads_somewhere() {
     let mut anchors: HashMap<PathBuf, Vec<String>> = HashMap::new();
     let mut broken = Vec::new();
     for doc in documents() {
-        let name = doc
-            .strip_prefix(&root)
-            .expect("under the root")
-            .display()
-            .to_string();
+        let name = relative(&doc);
         let text = read(&doc);
-        let dir = doc.parent().expect("a file has a directory");
+        let dir = doc.parent().unwrap_or(&root);
         for (target, line) in links(&text) {
             if target.contains("://") || target.starts_with("mailto:") {
                 continue;
@@ -240,7 +239,9 @@ fn every_relative_link_leads_somewhere() {
             if fragment.is_empty() || file.extension().is_none_or(|ext| ext != "md") {
                 continue;
             }
-            let file = file.canonicalize().expect("an existing file canonicalizes");
+            let file = file
+                .canonicalize()
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             let known = anchors
                 .entry(file.clone())
                 .or_insert_with(|| heading_anchors(&read(&file)));

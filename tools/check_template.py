@@ -12,6 +12,13 @@ log without query strings or bodies; and that alarms watch the API's 5xx,
 every function's errors, throttles and duration (against its timeout) and
 every table's throttles and system errors, notifying the alarm topic.
 
+Guards: the tables have deletion protection; each function's reserved
+concurrency comes from ReservedConcurrency and is left out when that is
+empty (0 would stop it; the parameter refuses 0); alarms fire on API
+Gateway's p99 Latency above LatencyAlarmThresholdMs and on the API's 4xx
+rate (metric math, 4xx / Count); every function gets METRICS_NAMESPACE
+from MetricsNamespace (default AgentServer) for its EMF metrics.
+
 Sealed secrets: the API-key function (and only it) gets SECRETS_KEY_ID, the
 ARN of SecretsKey, a rotated KMS key of its own (never the tables' DataKey)
 whose key policy keeps the account's administration statement and lets
@@ -373,10 +380,16 @@ def check_environment(template, resources):
     claim = template.get("Parameters", {}).get("JwtProjectsClaim", {})
     if claim.get("Default") != "projects":
         problems.append(f"JwtProjectsClaim must default to projects, is {claim}")
+    namespace = template.get("Parameters", {}).get("MetricsNamespace", {})
+    if namespace.get("Type") != "String" or namespace.get("Default") != "AgentServer":
+        problems.append(f"MetricsNamespace must be a String defaulting to AgentServer, is {json.dumps(namespace)}")
     for function, _, _ in ROUTES.values():
         variables = resources.get(function, {}).get("Properties", {}).get("Environment", {}).get("Variables", {})
         if variables.get("PROJECTS_CLAIM") != {"Ref": "JwtProjectsClaim"}:
             problems.append(f"{function} does not get PROJECTS_CLAIM from JwtProjectsClaim")
+        if variables.get("METRICS_NAMESPACE") != {"Ref": "MetricsNamespace"}:
+            problems.append(f"{function} does not get METRICS_NAMESPACE from MetricsNamespace, has "
+                            f"{json.dumps(variables.get('METRICS_NAMESPACE'))}")
         sealing_key = variables.get("SECRETS_KEY_ID")
         if function != SEALING_FUNCTION and sealing_key is not None:
             problems.append(f"{function} gets SECRETS_KEY_ID, which only {SEALING_FUNCTION} may have")
@@ -556,6 +569,79 @@ def check_operations(template, resources):
             or subscription.get("Properties", {}).get("Endpoint") != {"Ref": "AlarmEmail"}
             or template.get("Parameters", {}).get("AlarmEmail", {}).get("Default") != ""):
         problems.append("AlarmEmail must be optional and, when set, subscribe to AlarmTopic")
+    return problems
+
+
+def api_alarm(alarms, metric, predicate):
+    """The alarms watching AWS/ApiGateway `metric` of the HttpApi that
+    satisfy predicate(alarm, statistic)."""
+    found = []
+    for name, alarm in alarms.items():
+        for namespace, watched, statistic, dimensions in alarm_metrics(alarm):
+            if ((namespace, watched) == ("AWS/ApiGateway", metric)
+                    and {"Name": "ApiId", "Value": {"Ref": "HttpApi"}} in dimensions
+                    and predicate(alarm, statistic or alarm.get("ExtendedStatistic"))):
+                found.append(name)
+    return found
+
+
+def check_guards(template, resources):
+    """Deletion protection on the tables; each function's reserved
+    concurrency from ReservedConcurrency, left out when it is empty (0 would
+    stop the function); an alarm on the API's p99 latency above
+    LatencyAlarmThresholdMs and one on its 4xx rate (4xx / Count, API
+    Gateway's 429s included), notifying AlarmTopic like every alarm."""
+    problems = []
+    raw = template.get("Resources", {})
+    for _, table, _ in ROUTES.values():
+        if raw.get(table, {}).get("Properties", {}).get("DeletionProtectionEnabled") is not True:
+            problems.append(f"{table} must have DeletionProtectionEnabled true")
+    parameter = template.get("Parameters", {}).get("ReservedConcurrency", {})
+    pattern = parameter.get("AllowedPattern", ".*")
+    if parameter.get("Type") != "String" or parameter.get("Default") != "":
+        problems.append(f"ReservedConcurrency must be a String defaulting to empty, is {json.dumps(parameter)}")
+    for value, allowed in (("", True), ("5", True), ("100", True), ("0", False), ("-1", False), ("05", False)):
+        if bool(re.fullmatch(pattern, value)) != allowed:
+            problems.append(f"ReservedConcurrency's AllowedPattern {pattern!r} {'refuses' if allowed else 'accepts'} "
+                            f"{value!r} (empty or a positive number; 0 stops the function)")
+    for value, expected in (("", None), ("5", {"Ref": "ReservedConcurrency"})):
+        try:
+            _, conditions = conditions_for(template, {"ReservedConcurrency": value})
+        except (KeyError, ValueError) as error:
+            return problems + [f"the conditions cannot be evaluated for ReservedConcurrency={value!r}: {error}"]
+        for function, _, _ in ROUTES.values():
+            properties = resolve(resources.get(function, {}).get("Properties", {}), conditions)
+            reserved = properties.get("ReservedConcurrentExecutions")
+            if reserved != expected:
+                problems.append(f"with ReservedConcurrency={value!r}, {function}'s ReservedConcurrentExecutions "
+                                f"must be {json.dumps(expected)} (left out when empty), is {json.dumps(reserved)}")
+    alarms = {name: r["Properties"] for name, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    threshold = template.get("Parameters", {}).get("LatencyAlarmThresholdMs", {})
+    if threshold.get("Type") != "Number" or threshold.get("Default") != 1000:
+        problems.append(f"LatencyAlarmThresholdMs must be a Number defaulting to 1000, is {json.dumps(threshold)}")
+    if not api_alarm(alarms, "Latency", lambda alarm, statistic: (
+            statistic == "p99" and "MetricName" in alarm
+            and alarm.get("Threshold") == {"Ref": "LatencyAlarmThresholdMs"}
+            and alarm.get("ComparisonOperator") == "GreaterThanThreshold")):
+        problems.append("no alarm fires when the API's p99 Latency (AWS/ApiGateway, ApiId) exceeds "
+                        "LatencyAlarmThresholdMs")
+
+    def is_rate(alarm, _):
+        ids = {q.get("MetricStat", {}).get("Metric", {}).get("MetricName"): q.get("Id")
+               for q in alarm.get("Metrics", []) if "MetricStat" in q}
+        stats = {q.get("MetricStat", {}).get("Metric", {}).get("MetricName"): q.get("MetricStat", {}).get("Stat")
+                 for q in alarm.get("Metrics", []) if "MetricStat" in q}
+        returned = [q for q in alarm.get("Metrics", []) if q.get("ReturnData", True)]
+        if set(ids) != {"4xx", "Count"} or stats != {"4xx": "Sum", "Count": "Sum"} or len(returned) != 1:
+            return False
+        expression = returned[0].get("Expression", "")
+        errors, requests = re.escape(ids["4xx"]), re.escape(ids["Count"])
+        return (re.search(rf"{errors}\b.*\)?\s*/\s*{requests}\b", expression) is not None
+                and isinstance(alarm.get("Threshold"), (int, float)) and 0 < alarm["Threshold"] < 100
+                and alarm.get("ComparisonOperator") == "GreaterThanThreshold")
+    if not api_alarm(alarms, "4xx", is_rate):
+        problems.append("no alarm fires on the API's 4xx rate (metric math: 4xx / Count, summed, of the HttpApi; "
+                        "a percentage threshold)")
     return problems
 
 
@@ -1185,6 +1271,7 @@ def problems_of(template):
     problems += check_rules(template)
     problems += check_environment(template, resources)
     problems += check_operations(template, resources)
+    problems += check_guards(template, resources)
     problems += check_secrets_key(template)
     problems += check_change_events(template)
     problems += check_audit_trail(template)
@@ -1291,6 +1378,30 @@ BREAKAGES = [
         "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace('"events.amazonaws.com"', '"*"', 1)}),
      "not only EventBridge"),
     ("no archive output", lambda t: t["Outputs"].pop("ChangeEventArchiveName"), "output ChangeEventArchiveName"),
+    ("no METRICS_NAMESPACE", lambda t: t["Globals"]["Function"]["Environment"]["Variables"].pop("METRICS_NAMESPACE"),
+     "METRICS_NAMESPACE"),
+    ("a fixed metrics namespace", lambda t: _variables(t, "UpdateModelFunction").update(METRICS_NAMESPACE="AgentServer"),
+     "METRICS_NAMESPACE"),
+    ("a table without deletion protection", lambda t: _resource(t, "McpServersTable").pop("DeletionProtectionEnabled"),
+     "DeletionProtectionEnabled"),
+    ("deletion protection off", lambda t: _resource(t, "ApiKeysTable").update(DeletionProtectionEnabled=False),
+     "DeletionProtectionEnabled"),
+    ("reserved concurrency 0 when empty", lambda t: t["Globals"]["Function"].update(
+        ReservedConcurrentExecutions={"Ref": "ReservedConcurrency"}), "left out when empty"),
+    ("no reserved concurrency", lambda t: t["Globals"]["Function"].pop("ReservedConcurrentExecutions"),
+     "ReservedConcurrentExecutions"),
+    ("reserved concurrency 0 allowed", lambda t: t["Parameters"]["ReservedConcurrency"].update(
+        AllowedPattern="[0-9]*"), "0 stops the function"),
+    ("no latency alarm", lambda t: t["Resources"].pop("ApiLatencyAlarm"), "p99 Latency"),
+    ("a p50 latency alarm", lambda t: _resource(t, "ApiLatencyAlarm").update(ExtendedStatistic="p50"), "p99 Latency"),
+    ("a fixed latency threshold", lambda t: _resource(t, "ApiLatencyAlarm").update(Threshold=5000), "p99 Latency"),
+    ("no 4xx rate alarm", lambda t: t["Resources"].pop("Api4xxRateAlarm"), "4xx rate"),
+    ("a 4xx count instead of a rate", lambda t: _resource(t, "Api4xxRateAlarm")["Metrics"][0].update(
+        Expression="FILL(errors, 0)"), "4xx rate"),
+    ("a 4xx rate over 5xx", lambda t: _resource(t, "Api4xxRateAlarm")["Metrics"][1]["MetricStat"]["Metric"].update(
+        MetricName="5xx"), "4xx rate"),
+    ("a silent 4xx rate alarm", lambda t: _resource(t, "Api4xxRateAlarm").update(AlarmActions=[]),
+     "does not notify AlarmTopic"),
 ]
 
 
@@ -1344,7 +1455,8 @@ def main():
         "template check: every route needs IAM (default) or JWT authorization (with the audience, and "
         "the scopes if any, required); each function may only UpdateItem its own table and write its "
         "own log group, and logs JSON with START/REPORT records; the stage writes a JSON access log; "
-        "alarms on the API, functions and tables notify AlarmTopic; each table's change-event pipe "
+        "alarms on the API (5xx, p99 latency, 4xx rate), functions and tables notify AlarmTopic; the tables "
+        "have deletion protection and reserved concurrency follows its parameter; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
         f"and publish, as events.schema.json describes, and an audit log group and an archive keep every "
         f"change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "

@@ -90,7 +90,7 @@ BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
 	cargo build --locked --release -p update-model -p agent-server-bench
 	target/release/bench $(BENCH_ARGS)
-	cargo bench --locked -p agent-server-shared --bench cpu_path
+	cargo bench --locked -p agent-server-shared --features memory-store --bench cpu_path
 
 .venv-bench/.installed: bench/requirements.txt
 	python3 -m venv .venv-bench

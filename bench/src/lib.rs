@@ -34,5 +34,7 @@ pub fn sample_update(round: usize) -> Update {
         now: agent_server_shared::handler::timestamp(),
         write_id: Update::new_write_id(),
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
+        updated_by: Some("bench".into()),
+        budget: agent_server_shared::budget::TIME_BUDGET,
     }
 }

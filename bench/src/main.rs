@@ -250,7 +250,7 @@ async fn run(options: Options) -> Result<(), String> {
     eprintln!("bench: DynamoDB Local on {plain}");
     let dynamodb = DynamoLocal::start(dynamodb_port);
     let dynamo = client(&plain);
-    local_api::setup::prepare(&dynamo, &TableNames::default(), Duration::from_secs(60))
+    local_api::setup::prepare(&dynamo, &TableNames::default(), None, Duration::from_secs(60))
         .await
         .map_err(|e| e.to_string())?;
     let scratch = std::env::temp_dir().join(format!("agent-server-bench-{}", std::process::id()));

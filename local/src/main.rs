@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_server_shared::App;
+use agent_server_shared::app::AllRoutes;
 use local_api::functions::{Emulators, Functions};
 use local_api::gateway::{self, Authorizer, JwtAuthorizer};
 use local_api::{LocalApi, samples, serve, setup};
@@ -38,8 +39,10 @@ AUTH, as API Gateway's JWT authorizer (exactly one of):
 the same --jwt-secret: PROJECTS (default *) is what its projects claim
 lists (ids separated by spaces, or *), SUB its subject (default developer),
 N its lifetime in minutes (default 720).
-Environment: API_KEYS_TABLE, MCP_SERVERS_TABLE, MODELS_TABLE, PROJECTS_CLAIM,
-ALLOW_PRIVATE_ENDPOINTS, AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION, credentials.";
+Environment: SECRETS_KEY_ID (required: the KMS key that seals api_key),
+API_KEYS_TABLE, MCP_SERVERS_TABLE, MODELS_TABLE, PROJECTS_CLAIM,
+ALLOW_PRIVATE_ENDPOINTS, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_KMS,
+AWS_REGION, credentials.";
 
 /// How long the development tokens `--setup --jwt-secret` prints are valid.
 const DEVELOPMENT_TOKEN_SECONDS: u64 = 12 * 60 * 60;
@@ -179,7 +182,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: Options) -> Result<(), String> {
-    let app = App::from_env().await.map_err(|e| e.to_string())?;
+    let app = App::from_env::<AllRoutes>().await.map_err(|e| e.to_string())?;
     let authorizer = authorizer(&options)?;
     let functions = if options.emulators.is_empty() {
         Functions::InProcess
@@ -189,9 +192,14 @@ async fn run(options: Options) -> Result<(), String> {
         )?))
     };
     if options.setup || options.setup_only {
-        setup::prepare(app.store.client(), app.store.tables(), Duration::from_secs(30))
-            .await
-            .map_err(|e| format!("could not prepare DynamoDB (is DynamoDB Local running?): {e}"))?;
+        setup::prepare(
+            app.store.client(),
+            app.store.tables(),
+            app.sealer.as_ref(),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| format!("could not prepare DynamoDB (is DynamoDB Local running?): {e}"))?;
         if options.setup_only {
             return Ok(());
         }

@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use agent_server_shared::Table;
 use agent_server_shared::config::TableNames;
+use agent_server_shared::seal::{self, Sealer};
+use agent_server_shared::{ApiKey, Resource, Table};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
@@ -79,9 +80,20 @@ pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), S
     Ok(())
 }
 
-/// Writes the sample records, replacing any earlier copies.
-pub async fn load_samples(client: &Client, tables: &TableNames) -> Result<(), SetupError> {
-    for (table, item) in samples::items() {
+/// Writes the sample records, replacing any earlier copies. With a
+/// `sealer`, the sample API key's `api_key` is stored sealed, as the API
+/// stores one; without, in plain text, as an item written before sealing.
+pub async fn load_samples(
+    client: &Client,
+    tables: &TableNames,
+    sealer: Option<&Sealer>,
+) -> Result<(), SetupError> {
+    for (table, mut item) in samples::items() {
+        if let (Some(sealer), Table::ApiKeys) = (sealer, table) {
+            seal::seal_stored(sealer, ApiKey::FIELDS, &mut item)
+                .await
+                .map_err(|e| failed("seal the sample api_key (is the local KMS running?)", e))?;
+        }
         client
             .put_item()
             .table_name(tables.name(table))
@@ -93,9 +105,15 @@ pub async fn load_samples(client: &Client, tables: &TableNames) -> Result<(), Se
     Ok(())
 }
 
-/// Creates the tables and loads the samples, waiting up to `patience` for
-/// a database that is still starting.
-pub async fn prepare(client: &Client, tables: &TableNames, patience: Duration) -> Result<(), SetupError> {
+/// Creates the tables and loads the samples (sealed with `sealer`, see
+/// [`load_samples`]), waiting up to `patience` for a database that is still
+/// starting.
+pub async fn prepare(
+    client: &Client,
+    tables: &TableNames,
+    sealer: Option<&Sealer>,
+    patience: Duration,
+) -> Result<(), SetupError> {
     let deadline = Instant::now() + patience;
     loop {
         match create_tables(client, tables).await {
@@ -104,5 +122,5 @@ pub async fn prepare(client: &Client, tables: &TableNames, patience: Duration) -
             Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
     }
-    load_samples(client, tables).await
+    load_samples(client, tables, sealer).await
 }

@@ -4,8 +4,10 @@
 //! 16 KiB) valid bodies for each route.
 
 use std::hint::black_box;
+use std::sync::Arc;
 
 use agent_server_shared::item::{self, Item};
+use agent_server_shared::seal::{MemorySealer, Sealer};
 use agent_server_shared::store::{Store, StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -76,6 +78,7 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
     let app = App {
         store: Stub(item),
         settings: Settings::default(),
+        sealer: Some(Sealer::Memory(Arc::new(MemorySealer::new()))),
     };
     let scoped = R::TABLE.scoped_by_project();
     for (size, body) in bodies {

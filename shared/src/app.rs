@@ -1,45 +1,102 @@
-//! What a running function holds for its whole life: settings and store,
-//! built once at start-up and shared by every invocation.
+//! What a running function holds for its whole life: settings, store and
+//! (for the API-key function only) the sealer, built once at start-up from
+//! one SDK configuration and shared by every invocation.
 //!
-//! Under Lambda, start-up also opens the store's HTTPS connection (see
-//! [`warm_up`]): init runs with the CPU Lambda gives every init, the first
-//! invocation with the function's share of one vCPU (128/1769 of it at
-//! 128 MB), so a TLS handshake is many times cheaper in init. BENCHMARKS.md
-//! has the numbers.
+//! Under Lambda, start-up also opens the HTTPS connections the first
+//! request will need (see [`warm_up`]): init runs with the CPU Lambda gives
+//! every init, the first invocation with the function's share of one vCPU
+//! (128/1769 of it at 128 MB), so a TLS handshake is many times cheaper in
+//! init. BENCHMARKS.md has the numbers.
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 use crate::config::{ConfigError, Settings, TableNames};
+use crate::records::{ApiKey, McpServer, Model, Resource};
+use crate::seal::{KmsSealer, Sealer};
 use crate::store::{DynamoStore, Table};
 
 /// The most the warm-up may add to init. Past it the connection is left to
 /// the first request, which opens one anyway.
 pub const WARM_UP_BUDGET: Duration = Duration::from_millis(1000);
 
-/// Settings plus the store every request goes through.
+/// Settings plus the store (and sealer) every request goes through.
 #[derive(Debug, Clone)]
 pub struct App<S = DynamoStore> {
     /// Store of records.
     pub store: S,
     /// What the handlers read: the field-rule policy, the projects claim.
     pub settings: Settings,
+    /// Seals secret fields before they are stored; `None` where no record
+    /// kind served has one (a request setting one is then a 500).
+    pub sealer: Option<Sealer>,
+}
+
+/// What an app must hold for the routes it serves: a sealer only where a
+/// record kind seals a field. A constant per function, so the functions
+/// that seal nothing have no KMS client in their binary at all.
+pub trait Serves {
+    /// Whether a sealer is needed.
+    const SEALS: bool;
+}
+
+impl<R: Resource> Serves for R {
+    const SEALS: bool = <R as Resource>::SEALS;
+}
+
+/// Every route at once: the local API.
+#[derive(Debug)]
+pub struct AllRoutes;
+
+impl Serves for AllRoutes {
+    const SEALS: bool =
+        <ApiKey as Resource>::SEALS || <McpServer as Resource>::SEALS || <Model as Resource>::SEALS;
 }
 
 impl App<DynamoStore> {
-    /// Reads the environment and builds the one DynamoDB client; under
-    /// Lambda, also opens its connection to the function's own table
-    /// ([`warm_up`]), which never fails start-up.
-    pub async fn from_env() -> Result<Self, ConfigError> {
+    /// Reads the environment and builds the clients from one SDK
+    /// configuration (region, credentials, HTTP client, endpoints): the
+    /// DynamoDB client, and the KMS sealer if `N` seals (then
+    /// `SECRETS_KEY_ID` is required: without it start-up fails). Under
+    /// Lambda, also opens their connections ([`warm_up`]), which never
+    /// fails start-up.
+    pub async fn from_env<N: Serves>() -> Result<Self, ConfigError> {
         let settings = Settings::from_env()?;
-        let store = DynamoStore::from_env(TableNames::from_env()).await;
+        let key_id = if N::SEALS {
+            Some(Sealer::key_id(|name| std::env::var(name).ok())?)
+        } else {
+            None
+        };
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let store = DynamoStore::from_config(&config, TableNames::from_env());
+        let kms = key_id.map(|key_id| KmsSealer::from_config(&config, key_id));
         if let Some(table) = own_table(|name| std::env::var(name).ok()) {
-            // Failure is logged inside; the first request retries the connection.
-            let _ = warm_up(&store, store.tables().name(table)).await;
+            // Failures are logged inside; the first request connects instead.
+            let table = store.tables().name(table);
+            match &kms {
+                Some(kms) => drop(tokio::join!(warm_up(&store, table), warm_up_kms(kms))),
+                None => drop(warm_up(&store, table).await),
+            }
         }
-        Ok(Self { store, settings })
+        Ok(Self {
+            store,
+            settings,
+            sealer: kms.map(Sealer::Kms),
+        })
     }
+}
+
+/// Opens the sealer's connection to KMS within [`WARM_UP_BUDGET`], as
+/// [`warm_up`] does DynamoDB's; a failure is a WARN, never fatal.
+pub async fn warm_up_kms(kms: &KmsSealer) -> Result<(), crate::seal::SealError> {
+    let outcome = kms.warm_up(WARM_UP_BUDGET).await;
+    if let Err(error) = &outcome {
+        tracing::warn!(%error, "KMS warm-up at init failed; the first sealing request connects instead");
+    }
+    outcome
 }
 
 /// The table to warm up, if any: only inside a Lambda execution environment

@@ -7,12 +7,14 @@ use chrono::{SecondsFormat, Utc};
 
 use crate::app::App;
 use crate::auth::{Caller, Target};
+use crate::budget;
 use crate::envelope;
 use crate::error::ApiError;
 use crate::item;
 use crate::patch;
 use crate::records::Resource;
 use crate::request;
+use crate::seal::{self, SealError};
 use crate::store::{Store, StoreError, Update};
 use crate::{Request, Response};
 
@@ -63,6 +65,19 @@ async fn apply<R: Resource, S: Store>(
         fields = ?set.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
         "writing"
     );
+    // Sealing and the write share one time budget; nothing reaches the
+    // table unless every secret was sealed.
+    let calls_started = Instant::now();
+    let mut set = set;
+    seal::seal_secrets(
+        app.sealer.as_ref(),
+        R::FIELDS,
+        &key.id,
+        &mut set,
+        budget::TIME_BUDGET,
+    )
+    .await
+    .map_err(|error| sealing_failed(R::ROUTE, error))?;
     let update = Update {
         table: R::TABLE,
         key,
@@ -71,6 +86,8 @@ async fn apply<R: Resource, S: Store>(
         now: timestamp(),
         write_id: Update::new_write_id(),
         fields: R::FIELDS,
+        updated_by: caller.principal.map(str::to_owned),
+        budget: budget::remaining(calls_started),
     };
     let item = app.store.update(update).await.map_err(|error| match error {
         StoreError::NotFound => ApiError::NotFound(R::NOUN),
@@ -95,6 +112,21 @@ async fn apply<R: Resource, S: Store>(
         tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
         ApiError::Internal
     })
+}
+
+/// The answer to a secret that could not be sealed, with the one log line
+/// that explains it: the KMS code, never the key material or the value.
+fn sealing_failed(route: &str, error: SealError) -> ApiError {
+    match error {
+        SealError::Unavailable(reason) => {
+            tracing::warn!(route, %reason, "KMS unavailable: nothing written");
+            ApiError::Unavailable
+        }
+        SealError::Refused(_) | SealError::NotConfigured => {
+            tracing::error!(route, %error, "sealing the secret failed: nothing written");
+            ApiError::Internal
+        }
+    }
 }
 
 /// Now, as stored: RFC 3339, UTC, millisecond precision, `Z` suffix.

@@ -141,6 +141,25 @@ impl Attribute for Map<String, Value> {
     }
 }
 
+/// A sealed secret as stored: the ciphertext KMS `Encrypt` returned (B).
+/// No record shows it; it is declared so the stored type is stated once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed(pub Vec<u8>);
+
+impl Attribute for Sealed {
+    const KIND: Kind = Kind::Binary;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        match item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::B(blob)) => Ok(Some(Self(blob.as_ref().to_vec()))),
+            Some(_) => Err(ItemError {
+                attribute: name.into(),
+                expected: "binary (B)",
+            }),
+        }
+    }
+}
+
 /// A boolean attribute; absent is `None`.
 pub fn boolean(item: &Item, name: &str) -> Result<Option<bool>, ItemError> {
     match item.get(name) {
@@ -220,6 +239,8 @@ pub enum Kind {
     Boolean,
     /// A map (M).
     Map,
+    /// Binary (B): a sealed secret's ciphertext.
+    Binary,
 }
 
 impl Kind {
@@ -229,6 +250,7 @@ impl Kind {
             Self::String => "S",
             Self::Boolean => "BOOL",
             Self::Map => "M",
+            Self::Binary => "B",
         }
     }
 
@@ -239,6 +261,7 @@ impl Kind {
                 | (Self::String, AttributeValue::S(_))
                 | (Self::Boolean, AttributeValue::Bool(_))
                 | (Self::Map, AttributeValue::M(_))
+                | (Self::Binary, AttributeValue::B(_))
         )
     }
 }

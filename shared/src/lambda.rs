@@ -80,7 +80,7 @@ pub fn main<R: Resource>() -> ExitCode {
 pub async fn run<R: Resource>() -> ExitCode {
     logging::init();
     install_panic_hook();
-    let Some(app) = started(App::from_env().await) else {
+    let Some(app) = started(App::from_env::<R>().await) else {
         return ExitCode::FAILURE;
     };
     let app = &app;

@@ -3,12 +3,13 @@
 //! A request flows through [`handler::update_record`]: [`request`] extracts the id,
 //! `project_id`, `If-Match` and the JSON body; [`patch`] checks every field
 //! against the [`rules`] of its [`records::Resource`]; [`auth`] checks the
-//! caller may change the record's project; one [`store::Store`]
-//! call writes it; [`envelope`] renders the outcome, and [`error::ApiError`]
+//! caller may change the record's project; [`seal`] encrypts a secret
+//! field with KMS; one [`store::Store`] call writes it; [`envelope`] renders the outcome, and [`error::ApiError`]
 //! is the single place where a failure becomes a status code.
 
 pub mod app;
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod envelope;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod records;
 pub mod request;
 pub mod routes;
 pub mod rules;
+pub mod seal;
 pub mod store;
 
 pub use app::App;

@@ -7,9 +7,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::item::{Attribute, Item, ItemError, Kind};
+use crate::item::{Attribute, Item, ItemError, Kind, Sealed};
 pub use crate::provider::ProviderType;
-use crate::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Rule};
+use crate::rules::{MAX_SECRET_BYTES, MAX_TEXT_CHARS, Rule};
 use crate::store::Table;
 use Access::{Kept, Key, Set, Stamp};
 
@@ -58,6 +58,24 @@ impl Field {
     pub fn is_kept_and_shown(&self) -> bool {
         matches!(self.access, Kept | Set(_))
     }
+
+    /// Whether a request's value is sealed before it is stored
+    /// ([`crate::seal`]): every secret is.
+    pub const fn is_sealed(&self) -> bool {
+        matches!(self.access, Access::WriteOnly(Rule::Secret { .. }))
+    }
+}
+
+/// Whether any of `fields` is sealed.
+const fn any_sealed(fields: &[Field]) -> bool {
+    let mut index = 0;
+    while index < fields.len() {
+        if fields[index].is_sealed() {
+            return true;
+        }
+        index += 1;
+    }
+    false
 }
 
 /// A record kind served by one update route.
@@ -73,6 +91,9 @@ pub trait Resource: Serialize + Sized {
     /// Every field: those a response shows in its order, then the
     /// write-only ones.
     const FIELDS: &'static [Field];
+    /// Whether a request may set a sealed field, so the function serving
+    /// this kind needs a sealer (and no other function has one).
+    const SEALS: bool = any_sealed(Self::FIELDS);
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;
@@ -159,7 +180,7 @@ record! {
         updated_at: String = Stamp,
     }
     write_only {
-        api_key: String = Rule::Secret { max: MAX_SECRET_CHARS },
+        api_key: Sealed = Rule::Secret { max: MAX_SECRET_BYTES },
     }
 }
 
@@ -240,6 +261,7 @@ mod tests {
                     Kind::String => A::S(field.name.to_uppercase()),
                     Kind::Boolean => A::Bool(true),
                     Kind::Map => A::M(Default::default()),
+                    Kind::Binary => A::B(aws_sdk_dynamodb::primitives::Blob::new(field.name)),
                 };
                 (field.name.to_string(), value)
             })
@@ -294,10 +316,26 @@ mod tests {
             Some((
                 "api_key",
                 Rule::Secret {
-                    max: MAX_SECRET_CHARS
+                    max: MAX_SECRET_BYTES
                 }
             ))
         );
         assert_eq!(ApiKey::settable("provider_type"), None);
+    }
+
+    #[test]
+    fn only_the_api_key_is_sealed() {
+        assert_eq!([ApiKey::SEALS, McpServer::SEALS, Model::SEALS], [true, false, false]);
+        let sealed: Vec<&str> = ApiKey::FIELDS
+            .iter()
+            .filter(|field| field.is_sealed())
+            .map(|field| field.name)
+            .collect();
+        assert_eq!(sealed, ["api_key"]);
+        assert!(
+            ApiKey::FIELDS
+                .iter()
+                .all(|field| field.is_sealed() == (field.kind == Kind::Binary))
+        );
     }
 }

@@ -1,10 +1,10 @@
-//! Test support shared by the integration tests: DynamoDB Local started on
-//! a free port (once per test binary), API Gateway events, the three routes
-//! behind one enum, and log capture.
+//! Test support shared by the integration tests: DynamoDB Local and a local
+//! KMS (moto's server) started on free ports (once per test binary), API
+//! Gateway events, the three routes behind one enum, and log capture.
 //!
-//! DynamoDB Local is never optional here: if it cannot start, the test that
-//! asked for it panics with the reason, so a missing emulator is a failure
-//! and never a silent skip.
+//! The emulators are never optional here: if one cannot start, the test
+//! that asked for it panics with the reason, so a missing emulator is a
+//! failure and never a silent skip.
 
 pub mod events;
 
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::config::TableNames;
 use agent_server_shared::rules::Policy;
+use agent_server_shared::seal::{KmsSealer, MemorySealer, Sealer};
 use agent_server_shared::store::DynamoStore;
 use agent_server_shared::{App, Request, Response, Settings, Store};
 use aws_sdk_dynamodb::Client;
@@ -57,7 +58,7 @@ pub struct DynamoLocal {
     pub endpoint: String,
     // Held open for the life of the test binary: when the process exits the
     // pipe closes and the wrapper shell stops the emulator.
-    _lifeline: Mutex<(Child, ChildStdin)>,
+    _lifeline: Lifeline,
 }
 
 static DYNAMO: OnceCell<DynamoLocal> = OnceCell::const_new();
@@ -72,7 +73,9 @@ pub async fn dynamo_local() -> &'static DynamoLocal {
             let local = DynamoLocal::start(free_port());
             let client = client(&local.endpoint);
             let deadline = Duration::from_secs(60);
-            if let Err(error) = local_api::setup::prepare(&client, &TableNames::default(), deadline).await {
+            if let Err(error) =
+                local_api::setup::prepare(&client, &TableNames::default(), None, deadline).await
+            {
                 panic!("DynamoDB Local started but the tables could not be created: {error}");
             }
             local
@@ -92,27 +95,34 @@ impl DynamoLocal {
 
     /// Stops the emulator and waits for it to exit; its data is gone.
     pub fn stop(self) {
-        let Ok((mut child, stdin)) = self._lifeline.into_inner() else {
-            return;
-        };
-        drop(stdin); // the wrapper's `cat` ends and it kills the emulator
-        let _ = child.wait();
-        let port = self
-            .endpoint
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse::<u16>().ok())
-            .unwrap_or(0);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        stop_emulator(self._lifeline, &self.endpoint);
     }
 }
 
 fn start_dynamo_local(port: u16) -> DynamoLocal {
-    let script = repo_root().join("tools/dynamodb-local/run");
-    let log_path = std::env::temp_dir().join(format!("agent-server-dynamodb-local-{port}.log"));
+    let (endpoint, lifeline) = start_emulator("tools/dynamodb-local/run", "DynamoDB Local", port);
+    DynamoLocal {
+        endpoint,
+        _lifeline: lifeline,
+    }
+}
+
+/// A child process kept alive for as long as its holder: when the pipe to
+/// it closes (the holder dropped, or this process exited however it exits),
+/// the wrapper shell stops the emulator.
+type Lifeline = Mutex<(Child, ChildStdin)>;
+
+/// Starts the emulator `script` (a path from the repository root) on
+/// `port` and waits until it accepts connections.
+///
+/// # Panics
+/// If it cannot be started, with its output: never a silent skip.
+fn start_emulator(script: &str, name: &str, port: u16) -> (String, Lifeline) {
+    let script = repo_root().join(script);
+    let log_path = std::env::temp_dir().join(format!(
+        "agent-server-{}-{port}.log",
+        name.to_lowercase().replace(' ', "-")
+    ));
     let log = std::fs::File::create(&log_path)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
     let log_err = log
@@ -133,7 +143,7 @@ fn start_dynamo_local(port: u16) -> DynamoLocal {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     let Some(stdin) = child.stdin.take() else {
-        panic!("no stdin pipe to the DynamoDB Local wrapper");
+        panic!("no stdin pipe to the {name} wrapper");
     };
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -141,18 +151,128 @@ fn start_dynamo_local(port: u16) -> DynamoLocal {
         if exited.is_some() || started.elapsed() > Duration::from_secs(90) {
             let output = std::fs::read_to_string(&log_path).unwrap_or_default();
             panic!(
-                "DynamoDB Local did not start on port {port} ({}). It needs Java 17+ and npm \
-                 (tools/dynamodb-local/run). Its output:\n{output}",
+                "{name} did not start on port {port} ({}); see {}. Its output:\n{output}",
                 exited.map_or("timed out after 90 s".to_string(), |status| format!(
                     "exited: {status}"
-                ))
+                )),
+                script.display()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    DynamoLocal {
-        endpoint: format!("http://127.0.0.1:{port}"),
-        _lifeline: Mutex::new((child, stdin)),
+    (format!("http://127.0.0.1:{port}"), Mutex::new((child, stdin)))
+}
+
+/// Ends an emulator started by [`start_emulator`] and waits until its port
+/// is closed.
+fn stop_emulator(lifeline: Lifeline, endpoint: &str) {
+    let Ok((mut child, stdin)) = lifeline.into_inner() else {
+        return;
+    };
+    drop(stdin); // the wrapper's `cat` ends and it kills the emulator
+    let _ = child.wait();
+    let port = endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running local KMS (moto's server) with the secrets key created.
+pub struct KmsLocal {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The secrets key's id.
+    pub key_id: String,
+    _lifeline: Lifeline,
+}
+
+static KMS: OnceCell<KmsLocal> = OnceCell::const_new();
+
+/// The local KMS for this test binary, started on first use.
+///
+/// # Panics
+/// If it cannot be started (the tools virtualenv is missing: `make tools`).
+pub async fn kms_local() -> &'static KmsLocal {
+    KMS.get_or_init(|| KmsLocal::start(free_port())).await
+}
+
+impl KmsLocal {
+    /// Starts a local KMS of its own on `port` and creates a secrets key.
+    ///
+    /// # Panics
+    /// If it cannot be started or the key cannot be created.
+    pub async fn start(port: u16) -> Self {
+        let (endpoint, lifeline) = start_emulator("tools/kms-local/run", "local KMS", port);
+        let created = kms_client(&endpoint).create_key().send().await;
+        let key_id = created
+            .ok()
+            .and_then(|output| output.key_metadata.map(|key| key.key_id))
+            .unwrap_or_else(|| panic!("the local KMS at {endpoint} created no key"));
+        Self {
+            endpoint,
+            key_id,
+            _lifeline: lifeline,
+        }
+    }
+
+    /// A sealer using this KMS and its key, with the service's budget.
+    pub fn sealer(&self) -> Sealer {
+        Sealer::Kms(KmsSealer::new(
+            kms_client_budgeted(&self.endpoint),
+            self.key_id.clone(),
+        ))
+    }
+
+    /// Stops the emulator; its keys are gone.
+    pub fn stop(self) {
+        stop_emulator(self._lifeline, &self.endpoint);
+    }
+}
+
+/// A KMS client for `endpoint` with the SDK's defaults.
+pub fn kms_client(endpoint: &str) -> aws_sdk_kms::Client {
+    aws_sdk_kms::Client::from_conf(kms_config(endpoint).build())
+}
+
+/// A KMS client for `endpoint` with the service's retry and time budget.
+pub fn kms_client_budgeted(endpoint: &str) -> aws_sdk_kms::Client {
+    let config = kms_config(endpoint)
+        .retry_config(agent_server_shared::budget::retry_config())
+        .timeout_config(agent_server_shared::budget::timeout_config(
+            agent_server_shared::budget::TIME_BUDGET,
+        ));
+    aws_sdk_kms::Client::from_conf(config.build())
+}
+
+fn kms_config(endpoint: &str) -> aws_sdk_kms::config::Builder {
+    aws_sdk_kms::Config::builder()
+        .behavior_version(aws_sdk_kms::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_kms::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_kms::config::Credentials::new(
+            "local", "local", None, None, "tests",
+        ))
+}
+
+/// Opens `sealed` with KMS `Decrypt` and the context `context` (pairs of
+/// key and value): the plaintext, or the KMS error code.
+pub async fn kms_decrypt(endpoint: &str, sealed: &[u8], context: &[(&str, &str)]) -> Result<Vec<u8>, String> {
+    let mut request = kms_client(endpoint)
+        .decrypt()
+        .ciphertext_blob(aws_sdk_kms::primitives::Blob::new(sealed));
+    for (key, value) in context {
+        request = request.encryption_context(*key, *value);
+    }
+    match request.send().await {
+        Ok(output) => Ok(output.plaintext.map(|p| p.into_inner()).unwrap_or_default()),
+        Err(error) => Err(aws_sdk_kms::error::ProvideErrorMetadata::code(&error)
+            .unwrap_or("unknown")
+            .to_string()),
     }
 }
 
@@ -176,7 +296,8 @@ pub fn client(endpoint: &str) -> Client {
     Client::from_conf(config)
 }
 
-/// An app on DynamoDB Local with the default table names.
+/// An app on DynamoDB Local with the default table names, sealing with
+/// the memory sealer (the KMS sealer's own tests use [`kms_local`]).
 pub async fn dynamo_app(policy: Policy) -> App<DynamoStore> {
     let local = dynamo_local().await;
     App {
@@ -185,10 +306,11 @@ pub async fn dynamo_app(policy: Policy) -> App<DynamoStore> {
             policy,
             ..Settings::default()
         },
+        sealer: Some(memory_sealer()),
     }
 }
 
-/// An app on a fresh in-memory store.
+/// An app on a fresh in-memory store, sealing with the memory sealer.
 pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore> {
     App {
         store: agent_server_shared::store::MemoryStore::new(),
@@ -196,7 +318,29 @@ pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore
             policy,
             ..Settings::default()
         },
+        sealer: Some(memory_sealer()),
     }
+}
+
+/// The JSON value of a stored attribute as a request set it: a sealed one
+/// (B) opened as the memory sealer seals (checking it was bound to this
+/// field of this item's `id`); `Null` if absent.
+pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    match (item.get(field), item.get("id")) {
+        (None, _) => Value::Null,
+        (Some(AttributeValue::B(sealed)), Some(AttributeValue::S(id))) => {
+            let opened = MemorySealer::unseal(field, id, sealed.as_ref())
+                .unwrap_or_else(|| panic!("{field} of {id} is not sealed for it"));
+            Value::String(String::from_utf8(opened).unwrap_or_else(|e| panic!("{e}")))
+        }
+        (Some(attribute), _) => agent_server_shared::item::to_json(field, attribute).unwrap_or_default(),
+    }
+}
+
+/// A fresh memory sealer.
+pub fn memory_sealer() -> Sealer {
+    Sealer::Memory(Arc::new(MemorySealer::new()))
 }
 
 /// The three routes, so one table-driven test covers all of them.

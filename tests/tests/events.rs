@@ -44,7 +44,7 @@ fn event_files() -> Vec<(Route, u16, PathBuf)> {
 #[tokio::test]
 async fn every_event_produces_its_documented_status() {
     let local = dynamo_local().await;
-    let loaded = local_api::setup::load_samples(&client(&local.endpoint), &TableNames::default()).await;
+    let loaded = local_api::setup::load_samples(&client(&local.endpoint), &TableNames::default(), None).await;
     assert!(loaded.is_ok(), "{loaded:?}");
     let app = dynamo_app(Policy::default()).await;
 

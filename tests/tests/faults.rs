@@ -40,6 +40,7 @@ fn budgeted_app(endpoint: &str) -> Arc<App<DynamoStore>> {
     Arc::new(App {
         store: DynamoStore::new(client, TableNames::default()),
         settings: Settings::default(),
+        sealer: Some(integration_tests::memory_sealer()),
     })
 }
 
@@ -53,7 +54,8 @@ async fn seeded(port: u16) -> (DynamoLocal, String) {
     let endpoint = format!("http://127.0.0.1:{port}");
     let dynamodb = DynamoLocal::start(port);
     let dynamo = client(&endpoint);
-    let prepared = local_api::setup::prepare(&dynamo, &TableNames::default(), Duration::from_secs(30)).await;
+    let prepared =
+        local_api::setup::prepare(&dynamo, &TableNames::default(), None, Duration::from_secs(30)).await;
     assert!(prepared.is_ok(), "{prepared:?}");
     put_item(&dynamo, Table::Models, Route::Models.item(PROJECT, ID)).await;
     (dynamodb, endpoint)

@@ -484,6 +484,7 @@ fn failing(error: StoreError) -> App<Failing> {
     App {
         store: Failing(error),
         settings: Settings::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}")),
+        sealer: Some(integration_tests::memory_sealer()),
     }
 }
 

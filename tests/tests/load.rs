@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agent_server_shared::item::{self, Item};
+use agent_server_shared::item;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
 use http_body_util::{BodyExt, Full};
@@ -15,7 +15,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use integration_tests::{
-    Route, client, dynamo_app, dynamo_local, get_item, put_item, same_json, serve_local_api,
+    Route, client, dynamo_app, dynamo_local, get_item, put_item, same_json, serve_local_api, stored_json,
 };
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -174,12 +174,6 @@ async fn send(
     let status = response.status().as_u16();
     let _ = response.into_body().collect().await;
     status
-}
-
-fn stored_json(item: &Item, field: &str) -> Value {
-    item.get(field)
-        .map(|a| item::to_json(field, a).unwrap_or_default())
-        .unwrap_or(Value::Null)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

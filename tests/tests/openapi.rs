@@ -459,7 +459,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
 /// crate reads them as a JSON Schema validator does.
 #[test]
 fn the_string_patterns_agree_with_the_rules_on_every_character() {
-    use agent_server_shared::rules::{MAX_SECRET_CHARS, MAX_TEXT_CHARS, Rule};
+    use agent_server_shared::rules::{MAX_SECRET_BYTES, MAX_TEXT_CHARS, Rule};
     let doc = document();
     let pattern = |name: &str| {
         let text = schema(&doc, name)["pattern"]
@@ -476,7 +476,7 @@ fn the_string_patterns_agree_with_the_rules_on_every_character() {
     let accepts = |rule: Rule, value: &str| rule_codes(rule, value).is_empty();
     let name = Rule::Text { max: MAX_TEXT_CHARS };
     let key = Rule::Secret {
-        max: MAX_SECRET_CHARS,
+        max: MAX_SECRET_BYTES,
     };
     // Every character up to U+3100 (all of Unicode's whitespace and
     // controls lie below), and a few beyond.

@@ -34,6 +34,7 @@ fn app(formatted: bool) -> App<Panicking> {
     App {
         store: Panicking { formatted },
         settings: Settings::default(),
+        sealer: Some(integration_tests::memory_sealer()),
     }
 }
 

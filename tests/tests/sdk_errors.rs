@@ -77,6 +77,8 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         now: "2026-11-21T14:55:00.123Z".into(),
         write_id: Update::new_write_id(),
         fields: FIELDS,
+        updated_by: None,
+        budget: agent_server_shared::budget::TIME_BUDGET,
     }
 }
 
@@ -181,6 +183,8 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                 "provider_type",
                 "created_at",
                 "write_id",
+                "updated_by",
+                "updated_fields",
             ]
             .iter()
             .any(|attribute| {
@@ -205,12 +209,20 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                         "parameters",
                         "provider_type",
                         "updated_at",
+                        "updated_by",
+                        "updated_fields",
                         "version",
                         "write_id",
                     ]
                 && expression.starts_with("SET ")
                 && expression.contains("if_not_exists(#version, :zero) + :one")
                 && expression.contains("#write_id = :this_write")
+                // Who and which fields, by name only; no principal removes
+                // the last caller's name.
+                && expression.contains("#updated_fields = :updated_fields")
+                && expression.ends_with(" REMOVE #updated_by")
+                && values.get(":updated_fields")
+                    == Some(&AttributeValue::Ss(vec!["name".into(), "parameters".into()]))
                 // Exists, not already written by this update (a retried
                 // attempt), can be returned afterwards (version in range,
                 // each kept attribute of its type), and matches If-Match.

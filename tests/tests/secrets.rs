@@ -120,6 +120,7 @@ async fn secrets_never_reach_a_response_or_a_log_line() {
         let failing = App {
             store: Failing(error),
             settings: Settings::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}")),
+            sealer: Some(integration_tests::memory_sealer()),
         };
         let response = Route::ApiKeys
             .call(&failing, key(json!({"api_key": SENTINEL}).to_string()).request())

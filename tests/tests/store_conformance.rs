@@ -76,6 +76,8 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         now: "2026-11-21T14:55:00.123Z".into(),
         write_id: Update::new_write_id(),
         fields: route.fields(),
+        updated_by: Some("store-conformance".into()),
+        budget: agent_server_shared::budget::TIME_BUDGET,
     }
 }
 

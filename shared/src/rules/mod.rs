@@ -21,7 +21,7 @@ use crate::error::{FieldError, FieldErrors};
 pub use endpoint::{HostClass, MAX_URL_CHARS, classify_host};
 pub use headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS};
 pub use parameters::{Decimal, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES, MAX_PARAMETERS_DEPTH};
-pub use text::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
+pub use text::{MAX_SECRET_BYTES, MAX_TEXT_CHARS};
 
 /// How a body field is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,10 +32,10 @@ pub enum Rule {
         /// Most characters (Unicode scalar values).
         max: usize,
     },
-    /// A secret such as `api_key`: 1 to `max` characters, no whitespace or
-    /// control characters.
+    /// A secret such as `api_key`: 1 to `max` bytes of visible ASCII,
+    /// sealed before it is stored ([`crate::seal`]).
     Secret {
-        /// Most characters (Unicode scalar values).
+        /// Most bytes (KMS `Encrypt` takes at most 4,096).
         max: usize,
     },
     /// `enabled`: a boolean.
@@ -59,7 +59,8 @@ pub struct Policy {
 
 impl Rule {
     /// The most characters a string under this rule may have, where the
-    /// limit is the rule's own data (documents state it per field).
+    /// limit is the rule's own data (documents state it per field). A
+    /// secret is ASCII, so its byte limit is its character limit.
     pub fn max_chars(self) -> Option<usize> {
         match self {
             Rule::Text { max } | Rule::Secret { max } => Some(max),

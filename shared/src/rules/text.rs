@@ -9,10 +9,11 @@ use crate::provider::ProviderType;
 
 /// Longest `name` or `model_id`.
 pub const MAX_TEXT_CHARS: usize = 255;
-/// Longest `api_key`.
-pub const MAX_SECRET_CHARS: usize = 4096;
+/// Longest `api_key`, in bytes: the most KMS `Encrypt` takes. A secret is
+/// visible ASCII, so its bytes are its characters.
+pub const MAX_SECRET_BYTES: usize = 4096;
 
-/// The length rule shared by text and secrets: 1 to `max` characters.
+/// The length rule of text: 1 to `max` characters.
 fn length(path: &str, text: &str, max: usize, errors: &mut FieldErrors) -> bool {
     let bounds = || format!("must be 1 to {max} characters");
     let length = text.chars().count();
@@ -52,11 +53,24 @@ pub(super) fn secret(path: &str, value: &Value, max: usize, errors: &mut FieldEr
     let Some(secret) = value.as_str() else {
         return errors.push(wrong_type(path, "a string", value));
     };
-    if length(path, secret, max, errors) && secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        errors.push(FieldError::new(
+    // Agents send the key as an HTTP header value, and every provider's
+    // keys are visible ASCII: U+0021 to U+007E, no space.
+    if !secret.bytes().all(|byte| byte.is_ascii_graphic()) {
+        return errors.push(FieldError::new(
             path,
             "invalid_character",
-            "must not contain whitespace or control characters",
+            "must be visible ASCII characters (U+0021 to U+007E)",
+        ));
+    }
+    if secret.is_empty() || secret.len() > max {
+        errors.push(FieldError::new(
+            path,
+            if secret.is_empty() {
+                "too_short"
+            } else {
+                "too_long"
+            },
+            format!("must be 1 to {max} bytes"),
         ));
     }
 }
@@ -78,12 +92,12 @@ pub(super) fn provider(path: &str, value: &Value, errors: &mut FieldErrors) {
 mod tests {
     use super::super::Rule;
     use super::super::testing::{codes, errors};
-    use super::{MAX_SECRET_CHARS, MAX_TEXT_CHARS};
+    use super::{MAX_SECRET_BYTES, MAX_TEXT_CHARS};
     use serde_json::json;
 
     const NAME: Rule = Rule::Text { max: MAX_TEXT_CHARS };
     const API_KEY: Rule = Rule::Secret {
-        max: MAX_SECRET_CHARS,
+        max: MAX_SECRET_BYTES,
     };
 
     #[test]
@@ -120,10 +134,35 @@ mod tests {
         assert!(codes(API_KEY, json!("k".repeat(4096))).is_empty());
         assert_eq!(codes(API_KEY, json!("k".repeat(4097))), ["too_long"]);
         assert_eq!(codes(API_KEY, json!("")), ["too_short"]);
-        assert_eq!(codes(API_KEY, json!("sk live")), ["invalid_character"]);
-        assert_eq!(codes(API_KEY, json!("sk\u{a0}live")), ["invalid_character"]);
-        assert_eq!(codes(API_KEY, json!("sk\nlive")), ["invalid_character"]);
-        assert!(codes(API_KEY, json!("sk-ant-api03_ключ")).is_empty());
+        assert!(
+            codes(
+                API_KEY,
+                json!("sk-ant-api03_AZaz09~!\"#$%&'()*+,./:;<=>?@[\\]^`{|}")
+            )
+            .is_empty()
+        );
+        for bad in [
+            "sk live",
+            "sk\u{a0}live",
+            "sk\nlive",
+            "sk-ant-api03_ключ",
+            "sk\u{7f}",
+            "sk\u{200b}x",
+            "é",
+        ] {
+            assert_eq!(codes(API_KEY, json!(bad)), ["invalid_character"], "{bad:?}");
+        }
+        // Every code point outside U+0021..=U+007E is refused, alone or
+        // inside a key.
+        for code in (0u32..0x3100).chain([0xFEFF, 0xFFFD, 0x1F600, 0xE0041]) {
+            let Some(c) = char::from_u32(code) else { continue };
+            let expected: &[&str] = if ('\u{21}'..='\u{7e}').contains(&c) {
+                &[]
+            } else {
+                &["invalid_character"]
+            };
+            assert_eq!(codes(API_KEY, json!(format!("sk{c}k"))), expected, "{code:#x}");
+        }
     }
 
     #[test]

@@ -1,28 +1,16 @@
 //! The DynamoDB store: one `UpdateItem` per update.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Store, StoreError, Update, WRITE_ID, written_by};
+use super::{Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use crate::budget::{self, TIME_BUDGET};
 use crate::config::TableNames;
 use crate::item::{self, Item, Kind, MAX_VERSION};
-
-/// The most time one update may take, retries included. It is well under
-/// the functions' timeout, so a slow database yields a 503 envelope rather
-/// than a Lambda timeout.
-pub const TIME_BUDGET: Duration = Duration::from_millis(3000);
-const ATTEMPT_BUDGET: Duration = Duration::from_millis(1000);
-const CONNECT_BUDGET: Duration = Duration::from_millis(500);
-/// Attempts per update, the first included.
-pub const MAX_ATTEMPTS: u32 = 3;
 /// Error codes outside the modelled ones that still mean "try again later".
 const TRANSIENT_CODES: [&str; 3] = [
     "ServiceUnavailable",
@@ -43,28 +31,20 @@ impl DynamoStore {
         Self { client, tables }
     }
 
-    /// Builds a client from the SDK's standard configuration (region,
-    /// credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with this service's retry
-    /// and time budget.
-    pub async fn from_env(tables: TableNames) -> Self {
-        let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
-        let client = Client::from_conf(Self::budgeted(aws_sdk_dynamodb::config::Builder::from(&config)));
+    /// Builds a client from the SDK's shared configuration (region,
+    /// credentials, HTTP client, `AWS_ENDPOINT_URL_DYNAMODB`), with this
+    /// service's retry and time budget.
+    pub fn from_config(config: &aws_config::SdkConfig, tables: TableNames) -> Self {
+        let client = Client::from_conf(Self::budgeted(aws_sdk_dynamodb::config::Builder::from(config)));
         Self::new(client, tables)
     }
 
-    /// Applies this service's retry policy and time budget to a client
-    /// configuration: at most [`MAX_ATTEMPTS`] attempts of at most 1 s each,
-    /// 0.5 s to connect, [`TIME_BUDGET`] in all.
+    /// Applies this service's retry policy and time budget
+    /// ([`crate::budget`]) to a client configuration.
     pub fn budgeted(config: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::Config {
         config
-            .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_BUDGET)
-                    .operation_attempt_timeout(ATTEMPT_BUDGET)
-                    .operation_timeout(TIME_BUDGET)
-                    .build(),
-            )
+            .retry_config(budget::retry_config())
+            .timeout_config(budget::timeout_config(TIME_BUDGET))
             .build()
     }
 
@@ -95,7 +75,8 @@ impl Expression {
     fn of(update: Update, kept: &[(&'static str, Kind)]) -> Self {
         let mut names = HashMap::new();
         let mut values = HashMap::new();
-        let mut assignments = Vec::with_capacity(update.set.len() + 2);
+        let mut assignments = Vec::with_capacity(update.set.len() + 5);
+        let fields = update.set_names();
         for (index, (name, value)) in update.set.into_iter().enumerate() {
             names.insert(format!("#f{index}"), name.to_string());
             values.insert(format!(":f{index}"), value);
@@ -105,6 +86,9 @@ impl Expression {
         names.insert("#updated_at".into(), "updated_at".into());
         names.insert("#version".into(), "version".into());
         names.insert("#write_id".into(), WRITE_ID.into());
+        names.insert("#updated_by".into(), UPDATED_BY.into());
+        names.insert("#updated_fields".into(), UPDATED_FIELDS.into());
+        values.insert(":updated_fields".into(), AttributeValue::Ss(fields));
         values.insert(":now".into(), AttributeValue::S(update.now));
         values.insert(":this_write".into(), AttributeValue::S(update.write_id));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
@@ -115,6 +99,17 @@ impl Expression {
         assignments.push("#updated_at = :now".into());
         assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
         assignments.push("#write_id = :this_write".into());
+        assignments.push("#updated_fields = :updated_fields".into());
+        // A write by a caller with no principal must not leave the last
+        // caller's name on the record.
+        let mut removals = "";
+        match update.updated_by {
+            Some(principal) => {
+                values.insert(":updated_by".into(), AttributeValue::S(principal));
+                assignments.push("#updated_by = :updated_by".into());
+            }
+            None => removals = " REMOVE #updated_by",
+        }
 
         // The item must exist, not hold this update's own write (a retried
         // attempt whose first try was applied fails here and is answered
@@ -156,7 +151,7 @@ impl Expression {
             condition.push_str(&format!(" AND ({})", accepted.join(" OR ")));
         }
         Self {
-            update: format!("SET {}", assignments.join(", ")),
+            update: format!("SET {}{removals}", assignments.join(", ")),
             condition,
             names,
             values,
@@ -170,8 +165,12 @@ impl Store for DynamoStore {
         let table = self.tables.name(update.table);
         let key = update.key.attributes();
         let write_id = update.write_id.clone();
+        let time = update.budget;
+        if time.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
         let expression = Expression::of(update, &kept);
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(table)
@@ -182,9 +181,15 @@ impl Store for DynamoStore {
             .set_expression_attribute_values(Some(expression.values))
             .return_values(ReturnValue::AllNew)
             // The old item tells "missing" from "changed" without a second read.
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        // What an earlier call of the request (sealing) left of the budget.
+        let result = if time < TIME_BUDGET {
+            let budget =
+                aws_sdk_dynamodb::config::Builder::new().timeout_config(budget::timeout_config(time));
+            request.customize().config_override(budget).send().await
+        } else {
+            request.send().await
+        };
         match result {
             Ok(output) => output
                 .attributes

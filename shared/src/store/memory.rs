@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Key, Store, StoreError, Table, Update, WRITE_ID, written_by};
+use super::{Key, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
 use crate::item::{self, Item};
 use crate::rules::Decimal;
 
@@ -76,8 +76,12 @@ fn next_version(version: Option<&AttributeValue>) -> Option<String> {
 impl Store for MemoryStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        if update.budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
         let mut items = self.lock();
         let kept = update.kept();
+        let fields = update.set_names();
         let Some(stored) = items.get_mut(&(update.table, update.key)) else {
             return Err(StoreError::NotFound);
         };
@@ -99,6 +103,11 @@ impl Store for MemoryStore {
                 Err(error) => return Err(StoreError::Unreadable(error.to_string())),
             }
         }
+        stored.insert(UPDATED_FIELDS.into(), AttributeValue::Ss(fields));
+        match update.updated_by {
+            Some(principal) => stored.insert(UPDATED_BY.into(), AttributeValue::S(principal)),
+            None => stored.remove(UPDATED_BY),
+        };
         for (name, value) in update.set {
             stored.insert(name.to_string(), value);
         }

@@ -10,10 +10,12 @@ mod dynamo;
 mod memory;
 
 use std::future::Future;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-pub use dynamo::{DynamoStore, MAX_ATTEMPTS, TIME_BUDGET};
+pub use crate::budget::{MAX_ATTEMPTS, TIME_BUDGET};
+pub use dynamo::DynamoStore;
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
@@ -122,7 +124,20 @@ pub struct Update {
     /// keeps and a response shows has its type (see
     /// [`crate::item::updatable`]).
     pub fields: &'static [Field],
+    /// Who asked for it (the caller's principal), stored as
+    /// [`UPDATED_BY`]; `None` removes an earlier caller's name.
+    pub updated_by: Option<String>,
+    /// The most time the write may take: what the request's earlier calls
+    /// left of [`TIME_BUDGET`] ([`crate::budget`]).
+    pub budget: Duration,
 }
+
+/// The stored attribute naming the caller of the last write (S). Never
+/// shown in a response; the change events carry it.
+pub const UPDATED_BY: &str = "updated_by";
+/// The stored attribute listing the fields the last write set (SS), by
+/// name only. Never shown in a response; the change events carry it.
+pub const UPDATED_FIELDS: &str = "updated_fields";
 
 /// The stored attribute holding the id of the update that last wrote an
 /// item (see [`Update::write_id`]). Never shown in a response.
@@ -139,6 +154,12 @@ impl Update {
     /// A fresh, unique write id: one per request.
     pub fn new_write_id() -> String {
         uuid::Uuid::new_v4().to_string()
+    }
+
+    /// The names of the fields this write sets, as stored in
+    /// [`UPDATED_FIELDS`]: never a value.
+    pub fn set_names(&self) -> Vec<String> {
+        self.set.iter().map(|(name, _)| (*name).to_owned()).collect()
     }
 
     /// The readable attributes this write keeps (does not set): the ones

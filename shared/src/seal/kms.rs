@@ -1,0 +1,124 @@
+//! The KMS sealer: `Encrypt` under the secrets key, with this service's
+//! retry policy and time budget.
+
+use std::time::Duration;
+
+use aws_sdk_kms::Client;
+use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_kms::primitives::Blob;
+
+use super::{SealError, context};
+use crate::budget::{self, TIME_BUDGET};
+
+/// KMS error codes that mean "try again later"; every other code is a
+/// refusal that retrying will not change.
+const TRANSIENT_CODES: [&str; 6] = [
+    "ThrottlingException",
+    "KMSInternalException",
+    "DependencyTimeoutException",
+    "KeyUnavailableException",
+    "LimitExceededException",
+    "ServiceUnavailable",
+];
+
+/// Seals values with KMS `Encrypt` under one key.
+#[derive(Debug, Clone)]
+pub struct KmsSealer {
+    client: Client,
+    key_id: String,
+}
+
+impl KmsSealer {
+    /// A sealer for `key_id` on a client built from the SDK's shared
+    /// configuration (region, credentials, HTTP client,
+    /// `AWS_ENDPOINT_URL_KMS`), with this service's budget.
+    pub fn from_config(config: &aws_config::SdkConfig, key_id: String) -> Self {
+        let config = aws_sdk_kms::config::Builder::from(config)
+            .retry_config(budget::retry_config())
+            .timeout_config(budget::timeout_config(TIME_BUDGET))
+            .build();
+        Self::new(Client::from_conf(config), key_id)
+    }
+
+    /// Wraps a client built elsewhere.
+    pub fn new(client: Client, key_id: String) -> Self {
+        Self { client, key_id }
+    }
+
+    /// The key values are sealed under.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
+    /// Encrypts `plaintext` with the context of `field` on record `id`.
+    pub async fn seal(
+        &self,
+        field: &str,
+        id: &str,
+        plaintext: &[u8],
+        budget: Duration,
+    ) -> Result<Vec<u8>, SealError> {
+        if budget.is_zero() {
+            return Err(SealError::Unavailable("time budget exhausted".into()));
+        }
+        let mut request = self
+            .client
+            .encrypt()
+            .key_id(&self.key_id)
+            .plaintext(Blob::new(plaintext));
+        for (key, value) in context(field, id) {
+            request = request.encryption_context(key, value);
+        }
+        let output = request
+            .customize()
+            .config_override(
+                aws_sdk_kms::config::Builder::new().timeout_config(budget::timeout_config(budget)),
+            )
+            .send()
+            .await
+            .map_err(classify)?;
+        output
+            .ciphertext_blob
+            .map(Blob::into_inner)
+            .ok_or_else(|| SealError::Refused("Encrypt returned no ciphertext".into()))
+    }
+
+    /// Opens the client's connection to KMS with one `DescribeKey` of the
+    /// secrets key (metadata only), within `budget`: what init does under
+    /// Lambda, so the first sealing request finds a warm connection.
+    pub async fn warm_up(&self, budget: Duration) -> Result<(), SealError> {
+        let call = self.client.describe_key().key_id(&self.key_id).send();
+        match tokio::time::timeout(budget, call).await {
+            Err(_) => Err(SealError::Unavailable(
+                "no answer within the warm-up budget".into(),
+            )),
+            Ok(result) => result.map(|_| ()).map_err(classify),
+        }
+    }
+}
+
+/// Maps an SDK failure to what the caller can do about it, keeping only
+/// error codes and kinds.
+fn classify<E: ProvideErrorMetadata, R>(error: SdkError<E, R>) -> SealError {
+    match error {
+        SdkError::TimeoutError(_) => SealError::Unavailable("time budget exhausted".into()),
+        SdkError::DispatchFailure(failure) if failure.is_io() || failure.is_timeout() => {
+            SealError::Unavailable("connection failed".into())
+        }
+        SdkError::DispatchFailure(_) => SealError::Refused("request could not be sent".into()),
+        SdkError::ResponseError(_) => SealError::Unavailable("unreadable response".into()),
+        SdkError::ServiceError(context) => {
+            let code = context
+                .err()
+                .code()
+                .unwrap_or("unknown service error")
+                .to_string();
+            if TRANSIENT_CODES.contains(&code.as_str()) {
+                SealError::Unavailable(code)
+            } else {
+                SealError::Refused(code)
+            }
+        }
+        _ => SealError::Refused("request could not be built".into()),
+    }
+}

@@ -12,6 +12,11 @@ log without query strings or bodies; and that alarms watch the API's 5xx,
 every function's errors, throttles and duration (against its timeout) and
 every table's throttles and system errors, notifying the alarm topic.
 
+Tracing: EnableTracing (default true) makes each function's tracing mode
+Active, and only then may its role call xray:PutTraceSegments and
+xray:PutTelemetryRecords, on "*" (X-Ray takes no resource); nothing else
+is granted on "*".
+
 Guards: the tables have deletion protection; each function's reserved
 concurrency comes from ReservedConcurrency and is left out when that is
 empty (0 would stop it; the parameter refuses 0); alarms fire on API
@@ -645,6 +650,31 @@ def check_guards(template, resources):
     return problems
 
 
+def check_tracing(template, resources):
+    """EnableTracing (default true) turns the functions' active tracing on
+    (Tracing: Active) or off; the X-Ray write permissions that go with it
+    are check_function's."""
+    problems = []
+    parameter = template.get("Parameters", {}).get("EnableTracing", {})
+    if sorted(parameter.get("AllowedValues", [])) != ["false", "true"] or parameter.get("Default") != "true":
+        problems.append(f"EnableTracing must allow true and false and default to true, is {json.dumps(parameter)}")
+    for tracing, modes in (("true", ("Active",)), ("false", ("PassThrough", None))):
+        try:
+            _, conditions = conditions_for(template, {"EnableTracing": tracing})
+        except (KeyError, ValueError) as error:
+            return problems + [f"the conditions cannot be evaluated for EnableTracing={tracing}: {error}"]
+        if conditions.get(TRACING_CONDITION) != (tracing == "true"):
+            problems.append(f"condition {TRACING_CONDITION} is {conditions.get(TRACING_CONDITION)} with "
+                            f"EnableTracing={tracing}")
+        for function, _, _ in ROUTES.values():
+            properties = resolve(resources.get(function, {}).get("Properties", {}), conditions)
+            mode = properties.get("TracingConfig", {}).get("Mode")
+            if mode not in modes:
+                problems.append(f"with EnableTracing={tracing}, {function}'s tracing mode must be "
+                                f"{' or '.join(str(m) for m in modes)}, is {mode}")
+    return problems
+
+
 # Change events: per table, its pipe, the pipe's role, the event's detail
 # type and the fields of the event's detail.
 CHANGE_PIPES = {
@@ -1272,6 +1302,7 @@ def problems_of(template):
     problems += check_environment(template, resources)
     problems += check_operations(template, resources)
     problems += check_guards(template, resources)
+    problems += check_tracing(template, resources)
     problems += check_secrets_key(template)
     problems += check_change_events(template)
     problems += check_audit_trail(template)
@@ -1400,6 +1431,17 @@ BREAKAGES = [
         Expression="FILL(errors, 0)"), "4xx rate"),
     ("a 4xx rate over 5xx", lambda t: _resource(t, "Api4xxRateAlarm")["Metrics"][1]["MetricStat"]["Metric"].update(
         MetricName="5xx"), "4xx rate"),
+    ("tracing off by default", lambda t: t["Parameters"]["EnableTracing"].update(Default="false"),
+     "EnableTracing must"),
+    ("tracing always on", lambda t: t["Globals"]["Function"].update(Tracing="Active"), "tracing mode"),
+    ("no tracing", lambda t: t["Globals"]["Function"].pop("Tracing"), "tracing mode"),
+    ("X-Ray permissions with tracing off", lambda t: _resource(t, "UpdateModelRole")["Policies"].__setitem__(
+        -1, _resource(t, "UpdateModelRole")["Policies"][-1]["Fn::If"][1]), "with tracing off"),
+    ("no X-Ray permission", lambda t: _resource(t, "UpdateApiKeyRole")["Policies"].pop(), "lacks"),
+    ("another action on *", lambda t: _resource(t, "UpdateMcpServerRole")["Policies"][-1]["Fn::If"][1][
+        "PolicyDocument"]["Statement"][0]["Action"].append("dynamodb:UpdateItem"), 'on "*"'),
+    ("every X-Ray action", lambda t: _resource(t, "UpdateMcpServerRole")["Policies"][-1]["Fn::If"][1][
+        "PolicyDocument"]["Statement"][0].update(Action="xray:*"), "which no function needs"),
     ("a silent 4xx rate alarm", lambda t: _resource(t, "Api4xxRateAlarm").update(AlarmActions=[]),
      "does not notify AlarmTopic"),
 ]

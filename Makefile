@@ -5,8 +5,9 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 DYNAMODB_PORT ?= 8000
+KMS_PORT ?= 4566
 API_ADDR ?= 127.0.0.1:3000
-export DYNAMODB_PORT API_ADDR
+export DYNAMODB_PORT KMS_PORT API_ADDR
 
 # SAM CLI, cfn-lint and cargo-lambda (with zig) live in a git-ignored virtualenv.
 VENV := .venv
@@ -24,7 +25,7 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 LAMBDA ?=
-run: dynamodb-local $(if $(filter 1,$(LAMBDA)),$(TOOLS)) ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
+run: dynamodb-local $(TOOLS) ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
 	cargo build --locked -p local-api $(if $(filter 1,$(LAMBDA)),$(addprefix -p ,$(FUNCTIONS)))
 	LAMBDA='$(LAMBDA)' scripts/run-local.sh
 
@@ -39,7 +40,7 @@ check: ## Formatting and lints
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 
-unit: dynamodb-local ## All Rust tests; those that need DynamoDB Local start their own
+unit: dynamodb-local $(TOOLS) ## All Rust tests; those that need DynamoDB Local or the local KMS (moto, in .venv) start their own
 	mkdir -p target
 	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt

@@ -22,6 +22,7 @@ dynamodb_port="$(free_port)"
 pids+=($!)
 wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; exit 1; }
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port"
+kms_start "$log_dir/kms-local.log"
 "$root/target/debug/local-api" --setup-only
 
 passed=0 failed=0

@@ -31,6 +31,14 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
+kms_port="${KMS_PORT:-4566}"
+if is_open "$kms_port"; then
+  echo "invoke: using the local KMS on 127.0.0.1:$kms_port (make run)" >&2
+  export AWS_ENDPOINT_URL_KMS="http://127.0.0.1:$kms_port" SECRETS_KEY_ID=alias/agent-server-secrets
+else
+  echo "invoke: starting a local KMS" >&2
+  kms_start "$log_dir/kms-local.log"
+fi
 dynamodb_port="${DYNAMODB_PORT:-8000}"
 if is_open "$dynamodb_port"; then
   echo "invoke: using the DynamoDB Local on 127.0.0.1:$dynamodb_port (make run)" >&2

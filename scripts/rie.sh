@@ -26,10 +26,30 @@ rie_start() {
     update-model) table_env=MODELS_TABLE=agent-server-models ;;
     *) echo "no such function: $fn" >&2; return 2 ;;
   esac
-  env "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
+  # As template.yaml: only the API-key function has the secrets key and KMS.
+  local no_kms=()
+  [[ "$fn" == update-api-key ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
+  env "${no_kms[@]}" "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
     "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
     --runtime-api-address "127.0.0.1:$(free_port)" "$root/target/debug/$fn" >"$log" 2>&1 &
   echo $!
+}
+
+# Starts a local KMS (tools/kms-local: moto's server) on port $2 (default: a
+# free one), logging to $1; appends its pid to the caller's `pids` array, sets
+# KMS_PID, and exports AWS_ENDPOINT_URL_KMS and SECRETS_KEY_ID (a key created
+# for this run). Fails, never skips, if it does not start.
+kms_start() {
+  local log="$1" port="${2:-}" root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  [[ -n "$port" ]] || port="$(free_port)"
+  "$root/tools/kms-local/run" "$port" >"$log" 2>&1 &
+  KMS_PID=$!
+  pids+=("$KMS_PID")
+  wait_open "$port" || { tail -n 20 "$log" >&2; return 1; }
+  export AWS_ENDPOINT_URL_KMS="http://127.0.0.1:$port"
+  SECRETS_KEY_ID="$("$root/tools/kms-local/create-key" "$AWS_ENDPOINT_URL_KMS")" || return 1
+  export SECRETS_KEY_ID KMS_PID
 }
 
 # Posts event file $2 to the emulator on port $1; prints the proxy result.

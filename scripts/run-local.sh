@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), the
-# tables and sample records, then local-api on $API_ADDR (default
+# make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), a local
+# KMS (moto's server) on 127.0.0.1:$KMS_PORT (default 4566) with the secrets
+# key, the tables and sample records (the sample api_key sealed), then
+# local-api on $API_ADDR (default
 # 127.0.0.1:3000), behind the JWT authorizer emulation with a secret made
 # for this run (local-api prints development tokens signed with it).
 # With LAMBDA=1 local-api invokes the three real function binaries, each
@@ -12,12 +14,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/rie.sh
 source "$root/scripts/rie.sh"
 dynamodb_port="${DYNAMODB_PORT:-8000}"
+kms_port="${KMS_PORT:-4566}"
 api_addr="${API_ADDR:-127.0.0.1:3000}"
 api_port="${api_addr##*:}"
 
 if is_open "$dynamodb_port"; then
   echo "make run: port $dynamodb_port is already in use (another make run or DynamoDB Local?)." >&2
   echo "          Stop it, or choose another port: make run DYNAMODB_PORT=8001" >&2
+  exit 1
+fi
+if is_open "$kms_port"; then
+  echo "make run: port $kms_port is already in use (another make run or local KMS?)." >&2
+  echo "          Stop it, or choose another port: make run KMS_PORT=4567" >&2
   exit 1
 fi
 if is_open "$api_port"; then
@@ -58,6 +66,9 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export ALLOW_PRIVATE_ENDPOINTS=true
+echo "make run: starting a local KMS on 127.0.0.1:$kms_port (log: target/kms-local.log)" >&2
+kms_start "$root/target/kms-local.log" "$kms_port"
+echo "make run: api_key is sealed under $SECRETS_KEY_ID (AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS)" >&2
 # A fresh HS256 secret each run: tokens from an earlier run stop working.
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 rie_flags=()

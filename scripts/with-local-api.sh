@@ -4,8 +4,9 @@
 # Starts a DynamoDB Local and a local-api (target/debug/local-api, built
 # beforehand) of their own on free ports, loads the sample records
 # (local/src/samples.rs), runs COMMAND with API_URL set to the local-api's
-# base URL, API_TOKEN to a bearer token granting every project, and
-# DYNAMODB_URL to the DynamoDB Local endpoint, and stops both, whatever
+# base URL, API_TOKEN to a bearer token granting every project,
+# DYNAMODB_URL to the DynamoDB Local endpoint, and the local KMS's
+# AWS_ENDPOINT_URL_KMS, SECRETS_KEY_ID and KMS_PID, and stops them all, whatever
 # COMMAND's outcome. Exits with COMMAND's
 # status; fails at once if either server does not start. The servers' logs
 # go to LOG_DIR. Used by make api-test, make clients and make events-test.
@@ -40,6 +41,9 @@ wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; ex
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" AWS_REGION=us-east-1 \
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
+# A local KMS seals api_key; COMMAND gets its endpoint (AWS_ENDPOINT_URL_KMS),
+# the key (SECRETS_KEY_ID) and its pid (KMS_PID, to stop it mid-run).
+kms_start "$log_dir/kms-local.log"
 rie_flags=()
 if [[ "${LAMBDA:-}" == 1 ]]; then
   rie="$(rie_path "$root")"

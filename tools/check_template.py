@@ -12,6 +12,14 @@ log without query strings or bodies; and that alarms watch the API's 5xx,
 every function's errors, throttles and duration (against its timeout) and
 every table's throttles and system errors, notifying the alarm topic.
 
+Dashboard: one AWS::CloudWatch::Dashboard showing, for every route, the
+functions' EMF metrics from MetricsNamespace (Requests by Route and by
+Route and Outcome, Latency p50/p99, DynamoDbLatency, KmsLatency, ColdStart),
+API Gateway's Count, 4xx, 5xx and p50/p99 Latency and IntegrationLatency,
+the init duration from the REPORT records, Lambda throttles, DynamoDB's
+consumed write capacity and throttles per table, every alarm's state, and
+the change events' dead-letter queue depth exactly when PublishChangeEvents.
+
 Tracing: EnableTracing (default true) makes each function's tracing mode
 Active, and only then may its role call xray:PutTraceSegments and
 xray:PutTelemetryRecords, on "*" (X-Ray takes no resource); nothing else
@@ -675,6 +683,133 @@ def check_tracing(template, resources):
     return problems
 
 
+# The dashboard: its body, with ${...} references left as text, must show
+# these (namespace, metric, dimensions, statistic); None: any statistic.
+DASHBOARD = "Dashboard"
+METRICS_NS = "${MetricsNamespace}"
+ROUTE_NAMES = {"UpdateApiKeyFunction": "update-api-key", "UpdateMcpServerFunction": "update-mcp-server",
+               "UpdateModelFunction": "update-model"}
+OUTCOMES = ("updated", "invalid", "forbidden", "not_found", "conflict", "unavailable", "error")
+API = (("ApiId", "${HttpApi}"),)
+
+
+def dashboard_metrics():
+    """What the dashboard must show whatever the parameters."""
+    wanted = []
+    for function, table, _ in ROUTES.values():
+        route = (("Route", ROUTE_NAMES[function]),)
+        wanted += [(METRICS_NS, "Requests", route, None)]
+        wanted += [(METRICS_NS, "Requests", route + (("Outcome", outcome),), None) for outcome in OUTCOMES]
+        wanted += [(METRICS_NS, "Latency", route, stat) for stat in ("p50", "p99")]
+        wanted += [(METRICS_NS, "DynamoDbLatency", route, None), (METRICS_NS, "ColdStart", route, "Sum")]
+        wanted += [("AWS/Lambda", "Throttles", (("FunctionName", f"${{{function}}}"),), "Sum")]
+        wanted += [("AWS/DynamoDB", "ConsumedWriteCapacityUnits", (("TableName", f"${{{table}}}"),), "Sum")]
+        wanted += [("AWS/DynamoDB", "ThrottledRequests", (("TableName", f"${{{table}}}"), ("Operation", "UpdateItem")),
+                    "Sum")]
+    wanted += [(METRICS_NS, "KmsLatency", (("Route", "update-api-key"),), None)]
+    wanted += [("AWS/ApiGateway", metric, API, stat) for metric in ("Latency", "IntegrationLatency")
+               for stat in ("p50", "p99")]
+    wanted += [("AWS/ApiGateway", metric, API, "Sum") for metric in ("Count", "4xx", "5xx")]
+    return wanted
+
+
+DLQ_DEPTH = ("AWS/SQS", "ApproximateNumberOfMessagesVisible", (("QueueName", "${ChangeEventsDeadLetterQueue.QueueName}"),),
+             "Maximum")
+
+
+def dashboard_body(value, conditions):
+    """The dashboard body's text for these conditions: Fn::If resolved,
+    Fn::Join joined, Fn::Sub strings as they are (references left)."""
+    value = resolve(value, conditions)
+    if isinstance(value, str):
+        return value
+    if sub_text(value) is not None:
+        return sub_text(value)
+    if isinstance(value, dict) and list(value) == ["Fn::Join"]:
+        separator, parts = value["Fn::Join"]
+        return separator.join(dashboard_body(part, conditions) for part in parts)
+    raise ValueError(f"cannot read {json.dumps(value)[:80]}")
+
+
+def widget_metrics(properties):
+    """(namespace, metric, dimensions, statistic) of a metric widget's lines."""
+    for line in properties.get("metrics", []):
+        options = line[-1] if line and isinstance(line[-1], dict) else {}
+        names = [v for v in line if not isinstance(v, dict)]
+        if len(names) < 2 or len(names) % 2 or not all(isinstance(v, str) for v in names) or "." in names[:2]:
+            yield None  # an expression or the "." shorthand: not read here
+            continue
+        dimensions = tuple(sorted(zip(names[2::2], names[3::2])))
+        yield names[0], names[1], dimensions, options.get("stat", properties.get("stat"))
+
+
+def check_dashboard(template):
+    """One dashboard, whatever the parameters, showing dashboard_metrics()
+    (the functions' from MetricsNamespace, never a fixed namespace), the
+    init duration from the functions' REPORT records, every alarm's state,
+    and the change events' dead-letter queue exactly when they exist; every
+    widget titled, in its region, on the 24-column grid."""
+    raw = template.get("Resources", {})
+    dashboard = raw.get(DASHBOARD, {})
+    if dashboard.get("Type") != "AWS::CloudWatch::Dashboard":
+        return [f"no {DASHBOARD} (AWS::CloudWatch::Dashboard)"]
+    problems = []
+    if "Condition" in dashboard:
+        problems.append(f"{DASHBOARD} must always exist, has Condition {dashboard['Condition']}")
+    for publish in ("true", "false"):
+        try:
+            _, conditions = conditions_for(template, {"PublishChangeEvents": publish})
+            body = json.loads(dashboard_body(dashboard.get("Properties", {}).get("DashboardBody"), conditions))
+        except (KeyError, ValueError, TypeError) as error:
+            problems.append(f"with PublishChangeEvents={publish}, {DASHBOARD}'s body is not JSON: {error}")
+            continue
+        shown, alarms, queries = set(), set(), []
+        widgets = body.get("widgets", []) if isinstance(body, dict) else []
+        if not 1 <= len(widgets) <= 20:
+            problems.append(f"{DASHBOARD} has {len(widgets)} widgets; readable at a glance is 20 at most")
+        for widget in widgets:
+            properties = widget.get("properties", {})
+            if not properties.get("title"):
+                problems.append(f"a {widget.get('type')} widget of {DASHBOARD} has no title")
+            if not (isinstance(widget.get("x"), int) and isinstance(widget.get("width"), int)
+                    and widget["x"] + widget["width"] <= 24):
+                problems.append(f"{DASHBOARD}'s widget {properties.get('title')!r} is off the 24-column grid")
+            if widget.get("type") in ("metric", "log") and properties.get("region") != "${AWS::Region}":
+                problems.append(f"{DASHBOARD}'s widget {properties.get('title')!r} is not in the stack's region")
+            if widget.get("type") == "metric":
+                for line in widget_metrics(properties):
+                    if line is None:
+                        problems.append(f"{DASHBOARD}'s widget {properties.get('title')!r} has a line the check "
+                                        "cannot read (write each metric out)")
+                        continue
+                    if not line[0].startswith("AWS/") and line[0] != METRICS_NS:
+                        problems.append(f"{DASHBOARD} reads {line[1]} from {line[0]}, not from MetricsNamespace")
+                    shown.add(line)
+            elif widget.get("type") == "alarm":
+                alarms.update(properties.get("alarms", []))
+            elif widget.get("type") == "log":
+                queries.append(properties.get("query", ""))
+        for namespace, metric, dimensions, stat in dashboard_metrics():
+            if not any(s[:3] == (namespace, metric, tuple(sorted(dimensions))) and (stat is None or s[3] == stat)
+                       for s in shown):
+                problems.append(f"{DASHBOARD} does not show {namespace} {metric} {dict(dimensions)}"
+                                f"{' ' + stat if stat else ''}")
+        dlq = any(s[:3] == DLQ_DEPTH[:3] for s in shown)
+        if dlq != (publish == "true"):
+            problems.append(f"with PublishChangeEvents={publish}, {DASHBOARD} must {'' if publish == 'true' else 'not '}"
+                            f"show the change events' dead-letter queue depth")
+        existing = {f"${{{name}.Arn}}" for name, r in raw.items() if r.get("Type") == "AWS::CloudWatch::Alarm"
+                    and (("Condition" not in r) or conditions.get(r["Condition"]))}
+        if alarms != existing:
+            problems.append(f"with PublishChangeEvents={publish}, {DASHBOARD}'s alarm widget must show every alarm; "
+                            f"lacks {sorted(existing - alarms)}, shows others {sorted(alarms - existing)}")
+        groups = [f"SOURCE '${{{group}}}'" for _, _, group in ROUTES.values()]
+        if not any(all(g in q for g in groups) and "platform.report" in q and "initDurationMs" in q for q in queries):
+            problems.append(f"{DASHBOARD} does not show the init duration (a log widget over the three functions' "
+                            "groups reading the platform.report records' initDurationMs)")
+    return list(dict.fromkeys(problems))
+
+
 # Change events: per table, its pipe, the pipe's role, the event's detail
 # type and the fields of the event's detail.
 CHANGE_PIPES = {
@@ -1303,6 +1438,7 @@ def problems_of(template):
     problems += check_operations(template, resources)
     problems += check_guards(template, resources)
     problems += check_tracing(template, resources)
+    problems += check_dashboard(template)
     problems += check_secrets_key(template)
     problems += check_change_events(template)
     problems += check_audit_trail(template)
@@ -1319,6 +1455,30 @@ def _policy(template, role, name):
         if isinstance(policy, dict) and policy.get("PolicyName") == name:
             return policy["PolicyDocument"]["Statement"]
     raise KeyError(f"{role} has no policy {name}")
+
+
+def _dashboard_parts(template):
+    return template["Resources"][DASHBOARD]["Properties"]["DashboardBody"]["Fn::Join"][1]
+
+
+def _edit_dashboard(template, old, new):
+    """Replaces `old` (which must be there) in the dashboard's Fn::Sub texts."""
+    found = False
+
+    def edit(value):
+        nonlocal found
+        if isinstance(value, dict):
+            if list(value) == ["Fn::Sub"] and isinstance(value["Fn::Sub"], str) and old in value["Fn::Sub"]:
+                found = True
+                return {"Fn::Sub": value["Fn::Sub"].replace(old, new)}
+            return {k: edit(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [edit(v) for v in value]
+        return value
+    properties = template["Resources"][DASHBOARD]["Properties"]
+    properties["DashboardBody"] = edit(properties["DashboardBody"])
+    if not found:
+        raise KeyError(f"{old!r} is not in the dashboard")
 
 
 def _variables(template, function):
@@ -1442,6 +1602,27 @@ BREAKAGES = [
         "PolicyDocument"]["Statement"][0]["Action"].append("dynamodb:UpdateItem"), 'on "*"'),
     ("every X-Ray action", lambda t: _resource(t, "UpdateMcpServerRole")["Policies"][-1]["Fn::If"][1][
         "PolicyDocument"]["Statement"][0].update(Action="xray:*"), "which no function needs"),
+    ("no dashboard", lambda t: t["Resources"].pop(DASHBOARD), "no Dashboard"),
+    ("a fixed namespace on the dashboard", lambda t: _edit_dashboard(t, METRICS_NS, "AgentServer"),
+     "not from MetricsNamespace"),
+    ("no cold starts", lambda t: _edit_dashboard(t, '"ColdStart"', '"Cold"'), "ColdStart"),
+    ("no init duration", lambda t: _edit_dashboard(t, "initDurationMs", "durationMs"), "init duration"),
+    ("no p99 API latency", lambda t: _edit_dashboard(t, '"stat": "p99", "label": "Latency p99"',
+                                                     '"stat": "p90", "label": "Latency p90"'), "Latency"),
+    ("no conflict outcome", lambda t: _edit_dashboard(t, '"Outcome", "conflict"', '"Outcome", "clash"'), "conflict"),
+    ("no DynamoDB throttles", lambda t: _edit_dashboard(t, '"ThrottledRequests"', '"SystemErrors"'),
+     "ThrottledRequests"),
+    ("no consumed capacity", lambda t: _edit_dashboard(t, '"ConsumedWriteCapacityUnits"', '"ConsumedReadCapacityUnits"'),
+     "ConsumedWriteCapacityUnits"),
+    ("one function's throttles missing", lambda t: _edit_dashboard(t, '"Throttles", "FunctionName", "${UpdateModelFunction}"',
+                                                                   '"Errors", "FunctionName", "${UpdateModelFunction}"'),
+     "Throttles"),
+    ("the dead-letter widget always", lambda t: _dashboard_parts(t).__setitem__(3, _dashboard_parts(t)[3]["Fn::If"][1]),
+     "must not show the change events"),
+    ("no dead-letter widget", lambda t: _dashboard_parts(t)[3]["Fn::If"].__setitem__(1, ""), "must show the change"),
+    ("an alarm off the dashboard", lambda t: _edit_dashboard(t, ', "${ApiLatencyAlarm.Arn}"', ""), "every alarm"),
+    ("a dashboard that ignores PublishChangeEvents", lambda t: _dashboard_parts(t).__setitem__(
+        1, _dashboard_parts(t)[1]["Fn::If"][1]), "every alarm"),
     ("a silent 4xx rate alarm", lambda t: _resource(t, "Api4xxRateAlarm").update(AlarmActions=[]),
      "does not notify AlarmTopic"),
 ]
@@ -1498,7 +1679,8 @@ def main():
         "the scopes if any, required); each function may only UpdateItem its own table and write its "
         "own log group, and logs JSON with START/REPORT records; the stage writes a JSON access log; "
         "alarms on the API (5xx, p99 latency, 4xx rate), functions and tables notify AlarmTopic; the tables "
-        "have deletion protection and reserved concurrency follows its parameter; each table's change-event pipe "
+        "have deletion protection and reserved concurrency follows its parameter; the dashboard shows every "
+        "route's metrics, latency, cold starts, throttles, capacity and alarms; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
         f"and publish, as events.schema.json describes, and an audit log group and an archive keep every "
         f"change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "

@@ -53,7 +53,9 @@ up after bounded retries into an encrypted dead-letter queue that an alarm
 watches, and runs as a role of its own that may only read its table's stream
 (and decrypt it through DynamoDB), put events on the bus and send to the
 dead-letter queue. The audit trail exists with them: a rule on the bus
-logs every change event (no replay), whole, to an audit log group that
+logs every change event (no replay), whole, to an audit log group (retained,
+unnamed; the archive is not retained, its managed rule would keep the bus)
+that
 EventBridge may write to under the group's resource policy (PutLogEvents for
 that rule only), and an archive of the bus keeps the same events; both for
 AuditRetentionDays (0, for ever, leaves the group's RetentionInDays out;
@@ -1147,6 +1149,17 @@ def check_audit_trail(template):
                        (AUDIT_ARCHIVE, "AWS::Events::Archive")):
         if raw.get(name, {}).get("Type") != kind or raw.get(name, {}).get("Condition") != CHANGE_CONDITION:
             problems.append(f"{name} must be an {kind} that exists with {CHANGE_CONDITION} (the audit trail)")
+    logs = raw.get(AUDIT_LOGS, {})
+    if logs.get("DeletionPolicy") != "Retain" or logs.get("UpdateReplacePolicy") != "Retain":
+        problems.append(f"{AUDIT_LOGS} must be retained (DeletionPolicy and UpdateReplacePolicy Retain): the audit "
+                        "log outlives the stack and PublishChangeEvents=false")
+    if "LogGroupName" in logs.get("Properties", {}):
+        problems.append(f"{AUDIT_LOGS} must be unnamed: a retained group of that name would stop PublishChangeEvents "
+                        "from being turned back on")
+    archive_resource = raw.get(AUDIT_ARCHIVE, {})
+    if any(archive_resource.get(policy, "Delete") != "Delete" for policy in ("DeletionPolicy", "UpdateReplacePolicy")):
+        problems.append(f"{AUDIT_ARCHIVE} must go with the bus (no Retain): its managed rule would keep "
+                        f"{CHANGE_BUS} from being deleted")
     problems += check_audit_policy(raw)
     for days in ("0", "30"):
         try:
@@ -1535,6 +1548,12 @@ BREAKAGES = [
     ("a wildcard reader", lambda t: t["Parameters"]["SecretReaderRoleArns"].update(AllowedPattern=".*"),
      "AllowedPattern"),
     ("no archive", lambda t: t["Resources"].pop(AUDIT_ARCHIVE), AUDIT_ARCHIVE),
+    ("an audit log deleted with the stack", lambda t: t["Resources"][AUDIT_LOGS].pop("DeletionPolicy"),
+     "must be retained"),
+    ("a named audit log", lambda t: _resource(t, AUDIT_LOGS).update(LogGroupName="/aws/events/changes"),
+     "must be unnamed"),
+    ("a retained archive", lambda t: t["Resources"][AUDIT_ARCHIVE].update(DeletionPolicy="Retain"),
+     "must go with the bus"),
     ("an archive of another bus", lambda t: _resource(t, AUDIT_ARCHIVE).update(
         SourceArn={"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"}),
      "must archive ChangeEventBus"),

@@ -7,7 +7,9 @@
 //! - **JWT**: the claim named by `PROJECTS_CLAIM` (default
 //!   [`DEFAULT_PROJECTS_CLAIM`]) lists the project ids the caller may change;
 //!   `*` grants every project and the API-key route, whose records belong to
-//!   no project.
+//!   no project, but only as the whole claim: API Gateway renders the
+//!   arrays `["<id> *"]` and `["<id>", "*"]` alike (`[<id> *]`), so a `*`
+//!   beside anything else grants nothing.
 //! - **IAM**: IAM policies decide per route (an execute-api ARN names the
 //!   method and path, never the query), so an IAM caller API Gateway let
 //!   through may change any project on that route.
@@ -57,28 +59,28 @@ impl Grants {
     /// Reads a projects claim in any form it reaches the function: API
     /// Gateway's rendering of a JSON array (`[a b]`), a JSON array string
     /// (`["a","b"]`), or ids separated by spaces or commas. Ids compare after
-    /// the normalisation `project_id` gets; `*` grants everything.
+    /// the normalisation `project_id` gets.
     ///
-    /// A claim with any entry that is neither `*` nor a UUID is malformed
-    /// and grants nothing: a token that cannot be read is not trusted in part.
-    pub fn from_claim(claim: &str) -> Self {
-        let Some(entries) = claim_entries(claim.trim()) else {
-            return Self::NONE;
-        };
+    /// `*` grants everything only as the whole claim (`*`, `[*]`, `["*"]`).
+    /// A claim with `*` beside another entry, an empty entry, or an entry
+    /// that is neither `*` nor a UUID is refused: it grants nothing, since a
+    /// token that cannot be read unambiguously is not trusted in part.
+    pub fn from_claim(claim: &str) -> Result<Self, ClaimError> {
+        let entries = claim_entries(claim.trim()).ok_or(ClaimError::Malformed)?;
+        if entries.iter().any(|entry| entry == ALL_PROJECTS) {
+            return match entries.len() {
+                1 => Ok(Self::All),
+                _ => Err(ClaimError::StarBesideOthers),
+            };
+        }
         let mut projects = Vec::new();
-        let mut all = false;
         for entry in entries {
-            if entry == ALL_PROJECTS {
-                all = true;
-            } else if let Some(project) = parse_uuid(&entry) {
-                if !projects.contains(&project) {
-                    projects.push(project);
-                }
-            } else {
-                return Self::NONE;
+            let project = parse_uuid(&entry).ok_or(ClaimError::Malformed)?;
+            if !projects.contains(&project) {
+                projects.push(project);
             }
         }
-        if all { Self::All } else { Self::Projects(projects) }
+        Ok(Self::Projects(projects))
     }
 
     /// Whether these grants cover `target`.
@@ -91,22 +93,47 @@ impl Grants {
     }
 }
 
+/// Why a projects claim grants nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    /// Not a list this service can read: an empty entry, or an entry that
+    /// is neither `*` nor a UUID.
+    #[error("the projects claim lists nothing this service can read")]
+    Malformed,
+    /// `*` beside other entries: API Gateway's rendering cannot tell an
+    /// element `"<id> *"` from the two elements `"<id>"` and `"*"`.
+    #[error("the projects claim holds * beside other entries, which grants nothing")]
+    StarBesideOthers,
+}
+
 /// The entries of a projects claim, or `None` if it is malformed.
+///
+/// Every form becomes API Gateway's rendering first, since on AWS that is
+/// all the function sees: a JSON array's elements joined by single spaces
+/// inside brackets. In that rendering entries are separated by exactly one
+/// space, so an empty element (two spaces, or one at either end) is an
+/// empty entry and malformed. Outside brackets, ids are separated by commas
+/// (an empty entry between two is malformed) or by any run of blanks.
 fn claim_entries(claim: &str) -> Option<Vec<String>> {
-    let separated = |text: &str| -> Vec<String> {
-        text.split([' ', '\t', ','])
-            .filter(|entry| !entry.is_empty())
-            .map(str::to_owned)
-            .collect()
+    let rendered;
+    let inner = if let Ok(list) = serde_json::from_str::<Vec<String>>(claim) {
+        rendered = list.join(" ");
+        rendered.as_str()
+    } else if let Some(inner) = claim.strip_prefix('[') {
+        inner.strip_suffix(']')?
+    } else {
+        let mut entries = Vec::new();
+        for part in claim.split(',') {
+            let ids: Vec<&str> = part.split([' ', '\t']).filter(|id| !id.is_empty()).collect();
+            if ids.is_empty() {
+                return None;
+            }
+            entries.extend(ids.into_iter().map(str::to_owned));
+        }
+        return Some(entries);
     };
-    let Some(inner) = claim.strip_prefix('[') else {
-        return Some(separated(claim));
-    };
-    // A JSON array of strings first; otherwise API Gateway's `[a b]`.
-    if let Ok(list) = serde_json::from_str::<Vec<String>>(claim) {
-        return Some(list.iter().map(|entry| entry.trim().to_owned()).collect());
-    }
-    inner.strip_suffix(']').map(separated)
+    let entries: Vec<String> = inner.split(' ').map(str::to_owned).collect();
+    (!entries.iter().any(String::is_empty)).then_some(entries)
 }
 
 /// The caller API Gateway verified, as far as this service cares.
@@ -158,18 +185,12 @@ fn grants(request: &Request, projects_claim: &str) -> Grants {
     };
     match (&authorizer.jwt, &authorizer.iam) {
         (Some(jwt), _) => match jwt.claims.get(projects_claim) {
-            Some(claim) => {
-                let grants = Grants::from_claim(claim);
-                if grants == Grants::NONE && !claim.trim().is_empty() {
-                    // Not the claim's value: an operator needs to know the
-                    // form is wrong, not what the token said.
-                    tracing::warn!(
-                        claim = projects_claim,
-                        "the projects claim lists nothing this service can read"
-                    );
-                }
-                grants
-            }
+            Some(claim) => Grants::from_claim(claim).unwrap_or_else(|error| {
+                // The claim's name, never its value: an operator needs to
+                // know the form is wrong, not what the token said.
+                tracing::warn!(claim = projects_claim, %error, "projects claim refused");
+                Grants::NONE
+            }),
             None => Grants::NONE,
         },
         (None, Some(_)) => Grants::All,
@@ -213,15 +234,55 @@ mod tests {
             format!(" {upper}\t{B} "),
             format!("[{upper} {B} {A}]"),
         ] {
-            assert_eq!(Grants::from_claim(&claim), projects(&[A, B]), "{claim}");
+            assert_eq!(Grants::from_claim(&claim), Ok(projects(&[A, B])), "{claim}");
         }
-        assert_eq!(Grants::from_claim(A), projects(&[A]));
+        assert_eq!(Grants::from_claim(A), Ok(projects(&[A])));
+        // An element holding a space is two entries, as API Gateway renders it.
+        assert_eq!(
+            Grants::from_claim(&format!("[\"{A} {B}\"]")),
+            Ok(projects(&[A, B]))
+        );
     }
 
     #[test]
-    fn a_star_grants_everything_in_every_form() {
-        for claim in ["*", "[*]", "[\"*\"]", &format!("{A} *"), &format!("[* {B}]")] {
-            assert_eq!(Grants::from_claim(claim), Grants::All, "{claim}");
+    fn a_star_grants_everything_only_as_the_whole_claim() {
+        for claim in ["*", "[*]", "[\"*\"]", " * ", "[ \"*\" ]"] {
+            assert_eq!(Grants::from_claim(claim), Ok(Grants::All), "{claim}");
+        }
+        // Smuggled beside ids, in any form: nothing at all.
+        for claim in [
+            format!("{A} *"),
+            format!("[* {B}]"),
+            format!("[{A} *]"),
+            format!("[\"{A} *\"]"),
+            format!("[\"{A}\", \"*\"]"),
+            format!("*,{A}"),
+            "* *".to_string(),
+            "[* *]".to_string(),
+            "[\"*\",\"*\"]".to_string(),
+        ] {
+            assert_eq!(
+                Grants::from_claim(&claim),
+                Err(ClaimError::StarBesideOthers),
+                "{claim}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_form_of_a_list_with_an_empty_entry_is_refused_alike() {
+        for claim in [
+            format!("[\"{A}\", \"\"]"),
+            format!("[{A} ]"),
+            format!("[\"\", \"{A}\"]"),
+            format!("[ {A}]"),
+            format!("[\"{A}\", \"\", \"{B}\"]"),
+            format!("[{A}  {B}]"),
+            format!("{A},,{B}"),
+            format!("{A},"),
+            format!(",{A}"),
+        ] {
+            assert_eq!(Grants::from_claim(&claim), Err(ClaimError::Malformed), "{claim}");
         }
     }
 
@@ -242,7 +303,7 @@ mod tests {
             "**",
             "{3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01}",
         ] {
-            let grants = Grants::from_claim(claim);
+            let grants = Grants::from_claim(claim).unwrap_or(Grants::NONE);
             assert!(!grants.permit(Target::Project(A)), "{claim}");
             assert!(!grants.permit(Target::Unscoped), "{claim}");
         }

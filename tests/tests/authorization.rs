@@ -156,6 +156,39 @@ async fn a_star_grants_every_route_and_project() {
 }
 
 #[tokio::test]
+async fn a_star_beside_anything_else_grants_nothing_in_any_form() {
+    let (logs, _guard) = integration_tests::capture_logs();
+    // API Gateway renders ["<P> *"] and ["<P>", "*"] alike, as `[<P> *]`:
+    // a user who may write one element of the claim must not become an
+    // administrator, so every form of `*` beside an id is refused.
+    let forms = [
+        format!("[{PROJECT} *]"),
+        format!("[* {PROJECT}]"),
+        format!("[\"{PROJECT} *\"]"),
+        format!("[\"{PROJECT}\",\"*\"]"),
+        format!("{PROJECT} *"),
+        format!("*,{PROJECT}"),
+        "[* *]".to_string(),
+    ];
+    for route in Route::ALL {
+        for project in [PROJECT, OTHER] {
+            for claim in &forms {
+                let outcome = send(
+                    route,
+                    jwt(route, project, &[("projects", claim)]),
+                    Settings::default(),
+                )
+                .await;
+                assert_forbidden(&outcome, &format!("{route:?} {project} {claim}"));
+            }
+        }
+    }
+    let logged = logs.text();
+    assert!(logged.contains("holds * beside other entries"), "{logged}");
+    assert!(!logged.contains(PROJECT), "the claim's value reached a log line");
+}
+
+#[tokio::test]
 async fn every_form_a_claim_reaches_the_function_in() {
     let upper = PROJECT.to_uppercase();
     let forms = [

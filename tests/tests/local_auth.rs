@@ -126,6 +126,26 @@ async fn a_token_changes_its_projects_and_nothing_else() {
     let star = hs256(&claims("*"), SECRET);
     assert_eq!(put(&base, &other, &id, Some(&star)).await.status, 200);
     assert_eq!(stored_name(&other, &id).await.as_deref(), Some("Renamed"));
+
+    // `*` only as the whole claim: smuggled into an element, or beside an
+    // id, it grants nothing, not even the id (API Gateway renders both
+    // arrays as `[<id> *]`).
+    let token = |projects: Value| {
+        hs256(
+            &json!({"sub": "agent-3", "iss": ISSUER, "aud": AUDIENCE, "exp": now() + 60, "projects": projects}),
+            SECRET,
+        )
+    };
+    for projects in [json!([own, "*"]), json!([format!("{own} *")]), json!(["*", "*"])] {
+        for project in [&own, &other] {
+            let reply = put(&base, project, &id, Some(&token(projects.clone()))).await;
+            assert_eq!(reply.status, 403, "{projects} on {project}: {}", reply.body);
+        }
+    }
+    assert_eq!(
+        put(&base, &other, &id, Some(&token(json!(["*"])))).await.status,
+        200
+    );
 }
 
 #[tokio::test]

@@ -20,11 +20,12 @@ pub const MAX_FIELD_PATH_BYTES: usize = 128;
 /// Every `FieldError.code`: the one list openapi.yaml's enum is held to.
 /// A code not listed here fails every test that meets it (debug builds
 /// check each [`FieldError::new`]).
-pub const FIELD_CODES: [&str; 32] = [
+pub const FIELD_CODES: [&str; 35] = [
     "invalid_uuid",
     "required",
     "repeated",
     "invalid_if_match",
+    "invalid_if_none_match",
     "empty",
     "invalid_utf8",
     "syntax",
@@ -34,6 +35,8 @@ pub const FIELD_CODES: [&str; 32] = [
     "too_long",
     "blank",
     "control_character",
+    "bidi_control",
+    "noncharacter",
     "invalid_character",
     "invalid_url",
     "user_info",
@@ -170,6 +173,34 @@ impl FieldErrors {
     }
 }
 
+/// Why a body's media type or coding is refused (415).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsupported {
+    /// `Content-Type` names something other than JSON.
+    NotJson,
+    /// `application/merge-patch+json` or `application/json-patch+json`:
+    /// JSON, but asking for RFC 7396's or RFC 6902's semantics, which this
+    /// API does not apply (its own partial update would silently differ).
+    PatchType,
+    /// A `Content-Encoding` other than `identity`: the body would be read
+    /// as if it were not encoded.
+    Coding,
+}
+
+impl Unsupported {
+    /// What the envelope's message says.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::NotJson => "Content-Type must be application/json",
+            Self::PatchType => {
+                "Content-Type must be application/json: this API applies its own partial update, \
+                 not JSON Merge Patch or JSON Patch"
+            }
+            Self::Coding => "Content-Encoding must be identity: the body must not be compressed or encoded",
+        }
+    }
+}
+
 /// Every way a request can fail.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
@@ -182,6 +213,9 @@ pub enum ApiError {
     /// `If-Match` is not `*` or a list of strong entity tags.
     #[error("Invalid If-Match header")]
     InvalidIfMatch(FieldError),
+    /// `If-None-Match` is not `*` or a list of entity tags.
+    #[error("Invalid If-None-Match header")]
+    InvalidIfNoneMatch(FieldError),
     /// The body is missing, empty, not JSON, not an object, or not UTF-8.
     #[error("Request body must be a JSON object")]
     InvalidJson(FieldError),
@@ -198,7 +232,9 @@ pub enum ApiError {
     /// The record does not exist (in this project).
     #[error("{0} not found")]
     NotFound(&'static str),
-    /// `If-Match` named a version other than the stored one.
+    /// A precondition failed: `If-Match` named a version other than the
+    /// stored one, `If-None-Match` named the stored one (or `*`), or the
+    /// record was written after `If-Unmodified-Since`.
     #[error("Precondition failed: the record has changed")]
     PreconditionFailed {
         /// The stored version, sent back as the current `ETag`.
@@ -207,9 +243,11 @@ pub enum ApiError {
     /// The body is larger than [`crate::request::MAX_BODY_BYTES`].
     #[error("Request body is larger than 65536 bytes")]
     PayloadTooLarge,
-    /// `Content-Type` is present and is not JSON.
-    #[error("Content-Type must be application/json")]
-    UnsupportedMediaType,
+    /// `Content-Type` is present and is not JSON (or is a patch type whose
+    /// semantics this API does not apply), or the body has a
+    /// `Content-Encoding` other than `identity`.
+    #[error("{}", .0.message())]
+    UnsupportedMediaType(Unsupported),
     /// No route serves the path (local API only; API Gateway answers itself).
     #[error("No route for this path")]
     RouteNotFound,
@@ -235,6 +273,7 @@ impl ApiError {
             Self::InvalidId(_)
             | Self::InvalidProjectId(_)
             | Self::InvalidIfMatch(_)
+            | Self::InvalidIfNoneMatch(_)
             | Self::InvalidJson(_)
             | Self::Validation(_)
             | Self::EmptyUpdate
@@ -244,7 +283,7 @@ impl ApiError {
             Self::MethodNotAllowed => 405,
             Self::PreconditionFailed { .. } => 412,
             Self::PayloadTooLarge => 413,
-            Self::UnsupportedMediaType => 415,
+            Self::UnsupportedMediaType(_) => 415,
             Self::Internal => 500,
             Self::Unavailable => 503,
         }
@@ -256,6 +295,7 @@ impl ApiError {
             Self::InvalidId(_) => "invalid_id",
             Self::InvalidProjectId(_) => "invalid_project_id",
             Self::InvalidIfMatch(_) => "invalid_if_match",
+            Self::InvalidIfNoneMatch(_) => "invalid_if_none_match",
             Self::InvalidJson(_) => "invalid_json",
             Self::Validation(_) => "validation_failed",
             Self::EmptyUpdate => "empty_update",
@@ -265,7 +305,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PreconditionFailed { .. } => "precondition_failed",
             Self::PayloadTooLarge => "payload_too_large",
-            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -277,6 +317,7 @@ impl ApiError {
             Self::InvalidId(field)
             | Self::InvalidProjectId(field)
             | Self::InvalidIfMatch(field)
+            | Self::InvalidIfNoneMatch(field)
             | Self::InvalidJson(field) => Some(std::slice::from_ref(field)),
             Self::Validation(fields) => Some(fields),
             _ => None,

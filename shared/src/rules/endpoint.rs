@@ -31,8 +31,18 @@ pub enum HostClass {
     Forbidden,
 }
 
-/// Host names that cloud platforms resolve to their metadata services.
-const METADATA_NAMES: [&str; 4] = [
+/// Host names that cloud platforms resolve to their metadata services,
+/// compared in any letter case, with or without a trailing dot:
+/// - Google Compute Engine: `metadata.google.internal`, `metadata.goog`,
+///   and the short `metadata`, which its DHCP search domain resolves
+///   (cloud.google.com/compute/docs/metadata/querying-metadata);
+/// - Amazon EC2: `instance-data` and `instance-data.ec2.internal`
+///   (docs.aws.amazon.com, "Access instance metadata for an EC2 instance").
+///
+/// Azure, Oracle Cloud, DigitalOcean, OpenStack and Alibaba Cloud document
+/// addresses only (169.254.169.254, 100.100.100.200), refused by class.
+pub const METADATA_HOSTS: [&str; 5] = [
+    "metadata",
     "metadata.google.internal",
     "metadata.goog",
     "instance-data",
@@ -49,7 +59,7 @@ pub fn classify_host(host: &Host<&str>) -> HostClass {
     match host {
         Host::Domain(domain) => {
             let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-            if METADATA_NAMES.contains(&domain.as_str()) {
+            if METADATA_HOSTS.contains(&domain.as_str()) {
                 HostClass::Forbidden
             // RFC 6761: localhost and every name under it are loopback.
             } else if domain == "localhost" || domain.ends_with(".localhost") {
@@ -299,6 +309,14 @@ mod tests {
             "http://[fd00:ec2::ffff:1]",
             "http://100.100.100.200/latest/meta-data",
             "http://metadata.google.internal/computeMetadata/v1/",
+            "http://metadata/computeMetadata/v1/",
+            "http://METADATA./",
+            "http://Metadata.Google.Internal./",
+            "http://metadata.goog/",
+            "http://instance-data/latest/meta-data/",
+            "http://INSTANCE-DATA.EC2.INTERNAL./latest/",
+            "http://instance-data.:80/",
+            "http://metad%61ta/",
             "http://Metadata.Google.Internal./",
             "http://0.0.0.0",
             "http://0.1.2.3",

@@ -15,17 +15,31 @@ pub const MAX_HEADER_NAME_CHARS: usize = 256;
 /// Longest header value.
 pub const MAX_HEADER_VALUE_CHARS: usize = 8192;
 
-/// Header names the HTTP client must own: they frame the message or the
-/// connection, so a stored one could override how a request is sent.
-pub const FORBIDDEN_NAMES: [&str; 8] = [
+/// Header names the HTTP client must own: they frame or code the message,
+/// or shape the connection or its handshake, so a stored one could change
+/// how a request is sent.
+pub const FORBIDDEN_NAMES: [&str; 11] = [
     "host",
     "content-length",
     "transfer-encoding",
+    "content-encoding",
     "connection",
     "keep-alive",
     "upgrade",
     "te",
     "trailer",
+    "expect",
+    "http2-settings",
+];
+/// Header names that exist only to unlock a cloud metadata service: GCE's
+/// `Metadata-Flavor: Google`, Azure IMDS's `Metadata: true`, and EC2
+/// IMDSv2's session token and its TTL. A stored one helps an agent that is
+/// pointed at a metadata service read it.
+pub const METADATA_HEADERS: [&str; 4] = [
+    "metadata-flavor",
+    "metadata",
+    "x-aws-ec2-metadata-token",
+    "x-aws-ec2-metadata-token-ttl-seconds",
 ];
 /// Every name with this prefix (any case) is the client's too.
 pub const FORBIDDEN_PREFIX: &str = "proxy-";
@@ -35,10 +49,12 @@ fn is_token_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
-/// Whether the HTTP client must own a header of this name.
+/// Whether the HTTP client must own a header of this name, or it unlocks a
+/// metadata service.
 pub fn is_forbidden_name(name: &str) -> bool {
     FORBIDDEN_NAMES
         .iter()
+        .chain(&METADATA_HEADERS)
         .any(|forbidden| name.eq_ignore_ascii_case(forbidden))
         || name
             .get(..FORBIDDEN_PREFIX.len())
@@ -82,7 +98,10 @@ pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
                 &field,
                 "forbidden_name",
                 "must not be a header the HTTP client sets itself (Host, Content-Length, \
-                 Transfer-Encoding, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-*)",
+                 Transfer-Encoding, Content-Encoding, Connection, Keep-Alive, Upgrade, TE, Trailer, \
+                 Expect, HTTP2-Settings, Proxy-*) nor one that unlocks a cloud metadata service \
+                 (Metadata-Flavor, Metadata, X-aws-ec2-metadata-token, \
+                 X-aws-ec2-metadata-token-ttl-seconds)",
             ));
         } else if !seen.insert(name.to_ascii_lowercase()) {
             errors.push(FieldError::new(
@@ -106,7 +125,20 @@ pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
                 "invalid_value",
                 "header values must not contain control characters other than tab (no CR, LF, NUL or DEL)",
             )),
-            Some(_) => {}
+            // RFC 9110's field-value begins and ends with a visible
+            // character: clients trim, refuse or mangle the rest.
+            Some(text) if text.starts_with([' ', '\t']) || text.ends_with([' ', '\t']) => {
+                errors.push(FieldError::new(
+                    &field,
+                    "invalid_value",
+                    "header values must not start or end with a space or tab",
+                ));
+            }
+            Some(text) => {
+                if let Some(problem) = super::text::hidden_character(&field, text) {
+                    errors.push(problem);
+                }
+            }
         }
     }
 }
@@ -184,7 +216,7 @@ mod tests {
                 "{bad:?}"
             );
         }
-        for ok in ["a\tb", " spaced ", "ünïcödé", "!\"#~"] {
+        for ok in ["a\tb", "in  side", "ünïcödé", "!\"#~"] {
             assert!(codes(Rule::Headers, json!({ "X": ok })).is_empty(), "{ok:?}");
         }
     }
@@ -222,6 +254,65 @@ mod tests {
             "Trailers",
         ] {
             assert!(codes(Rule::Headers, json!({ ok: "v" })).is_empty(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn names_that_change_the_exchange_or_unlock_metadata_are_refused() {
+        for name in [
+            "Expect",
+            "HTTP2-Settings",
+            "Content-Encoding",
+            "content-encoding",
+            "Metadata-Flavor",
+            "metadata-flavor",
+            "Metadata",
+            "METADATA",
+            "X-aws-ec2-metadata-token",
+            "x-AWS-EC2-METADATA-TOKEN-TTL-SECONDS",
+        ] {
+            assert_eq!(
+                problems(Rule::Headers, json!({name: "v"})),
+                [(format!("headers.{name}"), "forbidden_name")],
+                "{name}"
+            );
+        }
+        for allowed in [
+            "Metadata-Flavour",
+            "X-Metadata",
+            "Content-Type",
+            "Expectation",
+            "Accept-Encoding",
+        ] {
+            assert!(
+                problems(Rule::Headers, json!({allowed: "v"})).is_empty(),
+                "{allowed}"
+            );
+        }
+    }
+
+    #[test]
+    fn values_have_no_outer_whitespace_bidi_controls_or_noncharacters() {
+        for bad in [" Bearer t", "Bearer t ", "\tBearer t", "Bearer t\t", " ", "\t"] {
+            assert_eq!(
+                codes(Rule::Headers, json!({"Authorization": bad})),
+                ["invalid_value"],
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            codes(Rule::Headers, json!({"Authorization": "Bearer \u{202e}t"})),
+            ["bidi_control"]
+        );
+        assert_eq!(
+            codes(Rule::Headers, json!({"Authorization": "Bearer \u{fffe}"})),
+            ["noncharacter"]
+        );
+        for good in ["Bearer  t", "a\tb", "", "ключ", "x"] {
+            assert!(
+                codes(Rule::Headers, json!({"Authorization": good})).is_empty(),
+                "{good:?}"
+            );
         }
     }
 

@@ -1,6 +1,10 @@
 //! Plain strings: `name` and `model_id`, the secret `api_key`, and the
 //! `provider_type` enum.
 
+use icu_properties::props::{
+    BidiControl, DefaultIgnorableCodePoint, GeneralCategory, GeneralCategoryGroup, NoncharacterCodePoint,
+};
+use icu_properties::{CodePointMapData, CodePointSetData};
 use serde_json::Value;
 
 use super::wrong_type;
@@ -27,6 +31,57 @@ fn length(path: &str, text: &str, max: usize, errors: &mut FieldErrors) -> bool 
     false
 }
 
+/// Characters that render as nothing though no Unicode property says so:
+/// the Braille pattern blank, used as an invisible filler. (The Hangul
+/// fillers are Default_Ignorable_Code_Point already.)
+const INVISIBLE_FILLERS: [char; 1] = ['\u{2800}'];
+
+/// Whether `c` is a Bidi_Control character (U+061C, U+200E, U+200F,
+/// U+202A to U+202E, U+2066 to U+2069): it reorders the text around it,
+/// so what a reader sees is not what is stored (the Trojan Source class).
+pub fn is_bidi_control(c: char) -> bool {
+    CodePointSetData::new::<BidiControl>().contains(c)
+}
+
+/// Whether `c` is a noncharacter (U+FDD0 to U+FDEF, and the last two code
+/// points of every plane): never meant for interchange.
+pub fn is_noncharacter(c: char) -> bool {
+    CodePointSetData::new::<NoncharacterCodePoint>().contains(c)
+}
+
+/// Whether `c` shows nothing on its own: whitespace, a default-ignorable
+/// code point (zero-width characters, the Hangul fillers, variation
+/// selectors, tags), a combining mark (which only decorates another
+/// character), or an invisible filler such as U+2800.
+pub fn is_invisible(c: char) -> bool {
+    c.is_whitespace()
+        || CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
+        || GeneralCategoryGroup::Mark.contains(CodePointMapData::<GeneralCategory>::new().get(c))
+        || INVISIBLE_FILLERS.contains(&c)
+}
+
+/// The problem with characters no displayed text may hold besides
+/// controls: Bidi_Control characters and noncharacters. Shared by text
+/// fields and header values.
+pub(crate) fn hidden_character(path: &str, text: &str) -> Option<FieldError> {
+    if text.chars().any(is_bidi_control) {
+        Some(FieldError::new(
+            path,
+            "bidi_control",
+            "must not contain bidirectional control characters (U+061C, U+200E, U+200F, \
+             U+202A to U+202E, U+2066 to U+2069)",
+        ))
+    } else if text.chars().any(is_noncharacter) {
+        Some(FieldError::new(
+            path,
+            "noncharacter",
+            "must not contain Unicode noncharacters",
+        ))
+    } else {
+        None
+    }
+}
+
 pub(super) fn text(path: &str, value: &Value, max: usize, errors: &mut FieldErrors) {
     let Some(text) = value.as_str() else {
         return errors.push(wrong_type(path, "a string", value));
@@ -40,11 +95,14 @@ pub(super) fn text(path: &str, value: &Value, max: usize, errors: &mut FieldErro
             "control_character",
             "must not contain control characters",
         ));
-    } else if text.chars().all(char::is_whitespace) {
+    } else if let Some(problem) = hidden_character(path, text) {
+        errors.push(problem);
+    } else if text.chars().all(is_invisible) {
         errors.push(FieldError::new(
             path,
             "blank",
-            "must contain a non-whitespace character",
+            "must contain a visible character (not whitespace, a zero-width or \
+             default-ignorable character, a combining mark or an invisible filler)",
         ));
     }
 }
@@ -115,6 +173,57 @@ mod tests {
         assert_eq!(errors[0].message, "must be 1 to 1000 characters");
         assert_eq!(codes(NAME, json!("")), ["too_short"]);
         assert!(codes(NAME, json!("x")).is_empty());
+    }
+
+    #[test]
+    fn text_needs_a_visible_character() {
+        for invisible in [
+            "\u{200b}",
+            "\u{200b}\u{200c}\u{200d}\u{2060}\u{feff}",
+            "\u{115f}\u{1160}\u{3164}\u{ffa0}",
+            "\u{2800}",
+            "\u{ad}",
+            "\u{34f}",
+            "\u{301}\u{301}",
+            "\u{fe0f}",
+            "\u{e0041}\u{e0042}",
+            " \u{200b} \u{3000}",
+            "\u{180e}",
+        ] {
+            assert_eq!(codes(NAME, json!(invisible)), ["blank"], "{invisible:?}");
+        }
+        for visible in ["a\u{200b}", "e\u{301}", "\u{2800}x", "😀", "ا", "\u{3164}한"] {
+            assert!(codes(NAME, json!(visible)).is_empty(), "{visible:?}");
+        }
+    }
+
+    #[test]
+    fn bidi_controls_and_noncharacters_are_refused_anywhere() {
+        let bidi = [
+            0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069,
+        ];
+        for code in bidi {
+            let c = char::from_u32(code).unwrap_or_default();
+            assert_eq!(
+                codes(NAME, json!(format!("abc{c}def"))),
+                ["bidi_control"],
+                "{code:#x}"
+            );
+        }
+        for code in [0xFDD0, 0xFDEF, 0xFFFE, 0xFFFF, 0x1FFFE, 0x10FFFF] {
+            let c = char::from_u32(code).unwrap_or_default();
+            assert_eq!(codes(NAME, json!(format!("a{c}"))), ["noncharacter"], "{code:#x}");
+        }
+        // Exactly those: every other code point up to U+3100 is neither.
+        for code in (0..0x3100).chain(0xFDB0..0xFE10) {
+            let Some(c) = char::from_u32(code) else { continue };
+            assert_eq!(super::is_bidi_control(c), bidi.contains(&code), "{code:#x}");
+            assert_eq!(
+                super::is_noncharacter(c),
+                (0xFDD0..=0xFDEF).contains(&code),
+                "{code:#x}"
+            );
+        }
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub fn sample_update(round: usize) -> Update {
             ),
         ],
         expected_versions: None,
+        none_match: None,
+        unmodified_before: None,
         now: agent_server_shared::handler::timestamp(),
         write_id: Update::new_write_id(),
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,

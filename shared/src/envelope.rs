@@ -41,8 +41,10 @@ pub fn etag(version: impl std::fmt::Display) -> String {
     format!("\"{version}\"")
 }
 
-/// A 200 envelope carrying `data`, with `ETag` set from the record's version.
-pub fn success<T: Serialize>(message: &str, data: T, version: &str) -> Response {
+/// A 200 envelope carrying `data`, with `ETag` set from the record's
+/// version and `Last-Modified` from its `updated_at` (stored format), when
+/// that reads as a time.
+pub fn success<T: Serialize>(message: &str, data: T, version: &str, updated_at: Option<&str>) -> Response {
     let body = Envelope {
         error: false,
         message,
@@ -52,7 +54,17 @@ pub fn success<T: Serialize>(message: &str, data: T, version: &str) -> Response 
     };
     let mut response = render(200, &body);
     set_header(&mut response, header::ETAG, &etag(version));
+    if let Some(date) = updated_at.and_then(http_date) {
+        set_header(&mut response, header::LAST_MODIFIED, &date);
+    }
     response
+}
+
+/// An RFC 3339 timestamp as an RFC 9110 HTTP-date (whole seconds).
+pub fn http_date(timestamp: &str) -> Option<String> {
+    let time = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
+    let time = std::time::SystemTime::from(time.with_timezone(&chrono::Utc));
+    Some(httpdate::fmt_http_date(time))
 }
 
 /// The error envelope for `error`. `request_id` is reported only on a 500,
@@ -124,7 +136,12 @@ mod tests {
 
     #[test]
     fn success_has_the_five_keys_and_an_etag() {
-        let response = success("Model updated successfully", serde_json::json!({"id": "x"}), "7");
+        let response = success(
+            "Model updated successfully",
+            serde_json::json!({"id": "x"}),
+            "7",
+            Some("2026-11-21T14:55:00.123Z"),
+        );
         let body = body_json(&response);
         assert_eq!(
             body,
@@ -133,6 +150,10 @@ mod tests {
         );
         assert_eq!(response.headers()["etag"], "\"7\"");
         assert_eq!(response.headers()["content-type"], "application/json");
+        assert_eq!(
+            response.headers()["last-modified"],
+            "Sat, 21 Nov 2026 14:55:00 GMT"
+        );
     }
 
     #[test]
@@ -144,7 +165,7 @@ mod tests {
             ApiError::NotFound("Model"),
             ApiError::PreconditionFailed { current_version: 3 },
             ApiError::PayloadTooLarge,
-            ApiError::UnsupportedMediaType,
+            ApiError::UnsupportedMediaType(crate::error::Unsupported::NotJson),
             ApiError::MethodNotAllowed,
             ApiError::Unavailable,
             ApiError::Internal,

@@ -28,7 +28,7 @@ pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request
     let request_id = request::request_id(&request);
     let caller = Caller::of(&request, &app.settings.projects_claim);
     let response = match apply::<R, S>(app, &caller, &request).await {
-        Ok((record, version)) => envelope::success(R::UPDATED, record, &version),
+        Ok((record, version, written)) => envelope::success(R::UPDATED, record, &version, written.as_deref()),
         Err(error) => envelope::failure(&error, &request_id),
     };
     access_log(&AccessEntry {
@@ -46,12 +46,12 @@ async fn apply<R: Resource, S: Store>(
     app: &App<S>,
     caller: &Caller<'_>,
     request: &Request,
-) -> Result<(R, String), ApiError> {
+) -> Result<(R, String, Option<String>), ApiError> {
     // The request's shape first (every 400, 413, 415), then who may change
     // it: a 403 then says nothing about the record, and a request refused
     // either way costs no database call.
     let key = request::key(request, R::TABLE)?;
-    let expected_versions = request::expected_versions(request)?;
+    let preconditions = request::preconditions(request)?;
     let body = request::json_body(request)?;
     let set = patch::parse::<R>(&body, app.settings.policy)?;
     caller.authorize(match &key.project_id {
@@ -82,7 +82,9 @@ async fn apply<R: Resource, S: Store>(
         table: R::TABLE,
         key,
         set,
-        expected_versions,
+        expected_versions: preconditions.if_match,
+        none_match: preconditions.if_none_match,
+        unmodified_before: preconditions.unmodified_before,
         now: timestamp(),
         write_id: Update::new_write_id(),
         fields: R::FIELDS,
@@ -107,7 +109,8 @@ async fn apply<R: Resource, S: Store>(
             ApiError::Internal
         }
     })?;
-    let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version)));
+    let written = item::string(&item, "updated_at").ok().flatten();
+    let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written)));
     stored.map_err(|error| {
         tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
         ApiError::Internal

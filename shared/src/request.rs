@@ -10,10 +10,12 @@ use lambda_http::http::header;
 use serde_json::{Map, Value};
 
 use crate::Request;
-use crate::error::{ApiError, FieldError};
+use crate::error::{ApiError, FieldError, Unsupported};
 use crate::ids::parse_uuid;
 use crate::json;
-use crate::store::{Key, Table};
+#[cfg(doc)]
+use crate::store::Update;
+use crate::store::{Key, NoneMatch, Table};
 
 /// Largest accepted body.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -53,24 +55,98 @@ fn project_id(request: &Request) -> Result<String, ApiError> {
     }
 }
 
-/// The versions `If-Match` accepts: `None` without the header or with `*`
-/// (the record need only exist), else the versions its strong entity tags
-/// name. Weak and non-numeric tags never match a version, so a list of
-/// only those is `Some(vec![])`, which no stored record satisfies.
+/// What a request's preconditions (RFC 9110 section 13) ask of the stored
+/// record; all are checked inside the one conditional write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The versions `If-Match` accepts ([`Update::expected_versions`]).
+    pub if_match: Option<Vec<u64>>,
+    /// What `If-None-Match` refuses ([`Update::none_match`]).
+    pub if_none_match: Option<NoneMatch>,
+    /// `If-Unmodified-Since` as the stored-format timestamp the record's
+    /// `updated_at` must be earlier than ([`Update::unmodified_before`]).
+    pub unmodified_before: Option<String>,
+}
+
+/// Reads `If-Match`, `If-None-Match` and `If-Unmodified-Since`.
 ///
-/// Several header lines are one comma-separated list (RFC 9110 §5.3), so
+/// `If-Match`: `None` without the header or with `*` (the record need only
+/// exist), else the versions its strong entity tags name. Weak and
+/// non-numeric tags never match a version, so a list of only those is
+/// `Some(vec![])`, which no stored record satisfies.
+///
+/// `If-None-Match`: `*`, or the versions its tags name compared weakly
+/// (`W/"3"` names version 3), as RFC 9110 13.1.2 says.
+///
+/// `If-Unmodified-Since`: ignored when `If-Match` is present or when it is
+/// not a valid HTTP-date (RFC 9110 13.1.4); the record must not have been
+/// written after it, to the second.
+///
+/// Several header lines are one comma-separated list (RFC 9110 5.3), so
 /// `*` is valid only as the whole of a single line; inside a list it is
 /// malformed. The tag limit is checked while reading, so a huge header
 /// costs no more than its first [`MAX_IF_MATCH_TAGS`] + 1 tags.
-pub fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError> {
+pub fn preconditions(request: &Request) -> Result<Preconditions, ApiError> {
+    let if_match = match tag_list(request, &header::IF_MATCH, ApiError::InvalidIfMatch)? {
+        None | Some(TagList::Any) => None,
+        Some(TagList::Tags(tags)) => Some(versions(&tags, false)),
+    };
+    let if_none_match = match tag_list(request, &header::IF_NONE_MATCH, ApiError::InvalidIfNoneMatch)? {
+        None => None,
+        Some(TagList::Any) => Some(NoneMatch::Any),
+        Some(TagList::Tags(tags)) => Some(NoneMatch::Versions(versions(&tags, true))),
+    };
+    let unmodified_before = if request.headers().contains_key(header::IF_MATCH) {
+        None
+    } else {
+        unmodified_before(request)
+    };
+    Ok(Preconditions {
+        if_match,
+        if_none_match,
+        unmodified_before,
+    })
+}
+
+/// The stored-format timestamp one second past `If-Unmodified-Since`, if it
+/// is one valid HTTP-date: `updated_at` earlier than it means "not modified
+/// since", at the date's one-second precision.
+fn unmodified_before(request: &Request) -> Option<String> {
+    let mut lines = request.headers().get_all(header::IF_UNMODIFIED_SINCE).iter();
+    let (Some(line), None) = (lines.next(), lines.next()) else {
+        return None;
+    };
+    let date = httpdate::parse_http_date(line.to_str().ok()?.trim_matches([' ', '\t'])).ok()?;
+    let bound = chrono::DateTime::<chrono::Utc>::from(date) + chrono::Duration::seconds(1);
+    Some(bound.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// A precondition header's value: `*`, or a list of entity tags.
+enum TagList<'a> {
+    Any,
+    Tags(Vec<EntityTag<'a>>),
+}
+
+/// Reads the entity-tag list of header `name` (all its lines), or `None`
+/// without it; a malformed one is `invalid` (with the header's own code).
+fn tag_list<'a>(
+    request: &'a Request,
+    name: &header::HeaderName,
+    invalid: fn(FieldError) -> ApiError,
+) -> Result<Option<TagList<'a>>, ApiError> {
+    let (header_name, code) = if *name == header::IF_MATCH {
+        ("If-Match", "invalid_if_match")
+    } else {
+        ("If-None-Match", "invalid_if_none_match")
+    };
     let malformed = || {
-        ApiError::InvalidIfMatch(FieldError::new(
-            "If-Match",
-            "invalid_if_match",
+        invalid(FieldError::new(
+            header_name,
+            code,
             "must be * or a list of entity tags",
         ))
     };
-    let lines = request.headers().get_all(header::IF_MATCH);
+    let lines = request.headers().get_all(name);
     let mut iter = lines.iter();
     let Some(first) = iter.next() else {
         return Ok(None);
@@ -81,38 +157,66 @@ pub fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError
             .to_str()
             .is_ok_and(|text| text.trim_matches([' ', '\t']) == "*")
     {
-        return Ok(None);
+        return Ok(Some(TagList::Any));
     }
-    let mut versions = Vec::new();
-    let mut tags = 0;
+    let mut tags = Vec::new();
     for line in lines {
         // RFC 9110's etagc includes obs-text (bytes 0x80-0xFF), which
         // `to_str` refuses; such a tag is well-formed and matches no version.
-        let text = String::from_utf8_lossy(line.as_bytes());
-        for tag in EntityTags(&text) {
-            tags += 1;
-            if tags > MAX_IF_MATCH_TAGS {
-                return Err(ApiError::InvalidIfMatch(FieldError::new(
-                    "If-Match",
-                    "invalid_if_match",
-                    format!("must list at most {MAX_IF_MATCH_TAGS} entity tags"),
-                )));
+        let Ok(text) = std::str::from_utf8(line.as_bytes()) else {
+            for tag in EntityTags(&String::from_utf8_lossy(line.as_bytes())) {
+                tag.ok_or_else(malformed)?;
+                tags.push(EntityTag::Weak);
+                if tags.len() > MAX_IF_MATCH_TAGS {
+                    return Err(too_many(invalid, header_name, code));
+                }
             }
-            // Only the canonical decimal spelling is an ETag this service issued.
-            if let EntityTag::Strong(opaque) = tag.ok_or_else(malformed)?
-                && let Ok(version) = opaque.parse::<u64>()
-                && version.to_string() == opaque
-                && !versions.contains(&version)
-            {
-                versions.push(version);
+            continue;
+        };
+        for tag in EntityTags(text) {
+            tags.push(tag.ok_or_else(malformed)?);
+            if tags.len() > MAX_IF_MATCH_TAGS {
+                return Err(too_many(invalid, header_name, code));
             }
         }
     }
-    Ok(Some(versions))
+    Ok(Some(TagList::Tags(tags)))
+}
+
+fn too_many(invalid: fn(FieldError) -> ApiError, header_name: &str, code: &'static str) -> ApiError {
+    invalid(FieldError::new(
+        header_name,
+        code,
+        format!("must list at most {MAX_IF_MATCH_TAGS} entity tags"),
+    ))
+}
+
+/// The versions `tags` name: only the canonical decimal spelling is an
+/// ETag this service issued; weak tags count only when `weak` comparison
+/// applies (If-None-Match).
+fn versions(tags: &[EntityTag<'_>], weak: bool) -> Vec<u64> {
+    let mut versions = Vec::new();
+    for tag in tags {
+        let opaque = match tag {
+            EntityTag::Strong(opaque) => opaque,
+            EntityTag::WeakOf(opaque) if weak => opaque,
+            _ => continue,
+        };
+        if let Ok(version) = opaque.parse::<u64>()
+            && version.to_string() == *opaque
+            && !versions.contains(&version)
+        {
+            versions.push(version);
+        }
+    }
+    versions
 }
 
 enum EntityTag<'a> {
     Strong(&'a str),
+    /// A weak tag's opaque part.
+    WeakOf(&'a str),
+    /// A tag that names no version this service issued (obs-text).
     Weak,
 }
 
@@ -156,16 +260,21 @@ fn read_tag(text: &str) -> Option<(EntityTag<'_>, &str)> {
         return None;
     }
     let tag = if weak {
-        EntityTag::Weak
+        EntityTag::WeakOf(opaque)
     } else {
         EntityTag::Strong(opaque)
     };
     Some((tag, after))
 }
 
+/// The media types that are JSON but ask for patch semantics (RFC 7396's
+/// merge patch, RFC 6902's JSON Patch) this API does not apply.
+pub const PATCH_TYPES: [&str; 2] = ["application/merge-patch+json", "application/json-patch+json"];
+
 /// Whether a `Content-Type` names JSON: `application/json`, or any type
 /// whose subtype ends in `+json` (RFC 6839), in any case, with any
 /// well-formed parameters (not read: the body is UTF-8 JSON either way).
+/// The [`PATCH_TYPES`] are JSON here; [`json_body`] refuses them apart.
 /// `mime` checks the media type's syntax once the optional whitespace RFC
 /// 9110 allows before a parameter's `;` is dropped (`mime` refuses it);
 /// the subtype is then compared as written, since `mime` reads
@@ -177,9 +286,7 @@ fn is_json(content_type: &str) -> bool {
     {
         return false;
     }
-    let essence = content_type.split(';').next().unwrap_or_default();
-    let essence = essence.trim_matches([' ', '\t']).to_ascii_lowercase();
-    match essence.split_once('/') {
+    match essence(content_type).split_once('/') {
         Some(("application", "json")) => true,
         Some((_, subtype)) => subtype.len() > "+json".len() && subtype.ends_with("+json"),
         None => false,
@@ -214,12 +321,42 @@ fn without_space_before_semicolons(text: &str) -> String {
     out
 }
 
-/// The body as a JSON object, after the `Content-Type` and size checks.
+/// The media type of a `Content-Type`, lowercase, without parameters.
+fn essence(content_type: &str) -> String {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim_matches([' ', '\t']).to_ascii_lowercase()
+}
+
+/// Whether every `Content-Encoding` line lists only `identity` (any case;
+/// an empty list is no coding at all).
+fn is_identity(request: &Request) -> bool {
+    request
+        .headers()
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .all(|line| {
+            line.to_str().is_ok_and(|codings| {
+                codings
+                    .split(',')
+                    .map(|coding| coding.trim_matches([' ', '\t']))
+                    .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
+            })
+        })
+}
+
+/// The body as a JSON object, after the `Content-Encoding`,
+/// `Content-Type` and size checks.
 pub fn json_body(request: &Request) -> Result<Map<String, Value>, ApiError> {
-    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE)
-        && !content_type.to_str().is_ok_and(is_json)
-    {
-        return Err(ApiError::UnsupportedMediaType);
+    if !is_identity(request) {
+        return Err(ApiError::UnsupportedMediaType(Unsupported::Coding));
+    }
+    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
+        let Some(text) = content_type.to_str().ok().filter(|text| is_json(text)) else {
+            return Err(ApiError::UnsupportedMediaType(Unsupported::NotJson));
+        };
+        if PATCH_TYPES.contains(&essence(text).as_str()) {
+            return Err(ApiError::UnsupportedMediaType(Unsupported::PatchType));
+        }
     }
     let body = request.body().as_ref();
     if body.len() > MAX_BODY_BYTES {
@@ -314,12 +451,11 @@ mod tests {
         for ok in [
             "application/json",
             "Application/JSON; charset=utf-8",
-            "application/merge-patch+json",
             "application/vnd.api+json;v=1",
             // RFC 9110: optional whitespace around the `;` of parameters.
             "application/json ; charset=utf-8",
             "application/json\t;charset=utf-8",
-            "application/merge-patch+json ; x=y",
+            "application/problem+json ; x=y",
             "application/json ;charset=\"a ; b\"",
             "application/json;",
             "application/a+b+json",
@@ -360,12 +496,123 @@ mod tests {
     }
 
     #[test]
+    fn patch_types_and_codings_are_refused_with_their_reason() {
+        let refused = |headers: &[(&str, &str)]| match json_body(&request(&[], headers, "{}")) {
+            Err(ApiError::UnsupportedMediaType(reason)) => Some(reason),
+            _ => None,
+        };
+        for patch in [
+            "application/merge-patch+json",
+            "Application/Merge-Patch+JSON; charset=utf-8",
+            "application/json-patch+json",
+            "application/json-patch+json ; x=y",
+        ] {
+            assert_eq!(
+                refused(&[("content-type", patch)]),
+                Some(Unsupported::PatchType),
+                "{patch}"
+            );
+        }
+        let message = ApiError::UnsupportedMediaType(Unsupported::PatchType).to_string();
+        assert!(message.contains("application/json"), "{message}");
+        for coding in [
+            "gzip",
+            "br",
+            "deflate",
+            "identity, gzip",
+            "x-gzip",
+            "zstd",
+            "identity;q=1",
+        ] {
+            assert_eq!(
+                refused(&[("content-encoding", coding)]),
+                Some(Unsupported::Coding),
+                "{coding}"
+            );
+        }
+        assert_eq!(
+            refused(&[("content-encoding", "identity"), ("content-encoding", "gzip")]),
+            Some(Unsupported::Coding)
+        );
+        for identity in ["identity", "IDENTITY", " identity ", "identity, identity", ""] {
+            assert_eq!(refused(&[("content-encoding", identity)]), None, "{identity:?}");
+        }
+    }
+
+    #[test]
     fn body_size_limit() {
         let fits = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 11));
         assert_eq!(fits.len(), MAX_BODY_BYTES);
         assert!(json_body(&request(&[], &[], &fits)).is_ok());
         let over = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 10));
         assert_eq!(code(json_body(&request(&[], &[], &over))), "payload_too_large");
+    }
+
+    fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError> {
+        preconditions(request).map(|found| found.if_match)
+    }
+
+    fn none_match(value: &str) -> String {
+        match preconditions(&request(&[], &[("if-none-match", value)], "")) {
+            Ok(found) => format!("ok {:?}", found.if_none_match),
+            Err(ApiError::InvalidIfNoneMatch(field)) => field.code.to_string(),
+            Err(other) => other.code().to_string(),
+        }
+    }
+
+    #[test]
+    fn if_none_match_forms_compare_weakly() {
+        assert_eq!(none_match("*"), "ok Some(Any)");
+        assert_eq!(none_match("\"3\""), "ok Some(Versions([3]))");
+        assert_eq!(none_match("W/\"3\", \"5\""), "ok Some(Versions([3, 5]))");
+        assert_eq!(none_match("\"abc\""), "ok Some(Versions([]))");
+        for bad in ["3", "*, \"3\"", "W/3", "\"3\" x"] {
+            assert_eq!(none_match(bad), "invalid_if_none_match", "{bad:?}");
+        }
+        let lines = preconditions(&request(
+            &[],
+            &[("if-none-match", "\"1\""), ("if-none-match", "*")],
+            "",
+        ));
+        assert!(matches!(lines, Err(ApiError::InvalidIfNoneMatch(_))));
+    }
+
+    #[test]
+    fn if_unmodified_since_is_a_bound_one_second_past_its_date() {
+        let bound = |headers: &[(&str, &str)]| {
+            preconditions(&request(&[], headers, ""))
+                .ok()
+                .and_then(|found| found.unmodified_before)
+        };
+        let expected = Some("2026-11-21T14:55:01.000Z".to_string());
+        // IMF-fixdate, and the two obsolete forms RFC 9110 says to accept.
+        assert_eq!(
+            bound(&[("if-unmodified-since", "Sat, 21 Nov 2026 14:55:00 GMT")]),
+            expected
+        );
+        assert_eq!(
+            bound(&[("if-unmodified-since", "Saturday, 21-Nov-26 14:55:00 GMT")]),
+            expected
+        );
+        assert_eq!(
+            bound(&[("if-unmodified-since", "Sat Nov 21 14:55:00 2026")]),
+            expected
+        );
+        // Ignored: not a date, two lines, or If-Match present.
+        for ignored in [
+            "yesterday",
+            "",
+            "2026-11-21T14:55:00Z",
+            "Sat, 21 Nov 2026 14:55:00 UTC",
+        ] {
+            assert_eq!(bound(&[("if-unmodified-since", ignored)]), None, "{ignored:?}");
+        }
+        let date = "Sat, 21 Nov 2026 14:55:00 GMT";
+        assert_eq!(
+            bound(&[("if-unmodified-since", date), ("if-unmodified-since", date)]),
+            None
+        );
+        assert_eq!(bound(&[("if-unmodified-since", date), ("if-match", "*")]), None);
     }
 
     #[test]

@@ -466,11 +466,31 @@ async fn a_non_json_content_type_is_unsupported_media_type() {
                 .json(&json!({"name": "x"}));
             rejected(route, event, 415, "unsupported_media_type").await;
         }
-        for content_type in [
-            "application/json; charset=utf-8",
-            "application/merge-patch+json",
-            "",
+        // JSON that asks for patch semantics this API does not apply, and
+        // any coding but identity: 415 with the reason, nothing written.
+        for (name, value, says) in [
+            ("content-type", "application/merge-patch+json", "application/json"),
+            (
+                "content-type",
+                "Application/JSON-Patch+JSON; charset=utf-8",
+                "application/json",
+            ),
+            ("content-encoding", "gzip", "Content-Encoding"),
+            ("content-encoding", "identity, br", "Content-Encoding"),
         ] {
+            let app = seeded(route);
+            let event = put(route).header(name, value).json(&json!({"name": "x"}));
+            let reply = send(route, &app, event).await;
+            assert_eq!(reply.status, 415, "{value}");
+            assert_eq!(reply.body["errorDetails"]["code"], "unsupported_media_type");
+            assert!(
+                reply.body["message"].as_str().is_some_and(|m| m.contains(says)),
+                "{}",
+                reply.body
+            );
+            assert_eq!(app.store.calls(), 0);
+        }
+        for content_type in ["application/json; charset=utf-8", "application/problem+json", ""] {
             let app = seeded(route);
             let event = put(route)
                 .header("content-type", content_type)

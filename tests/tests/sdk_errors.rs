@@ -74,6 +74,8 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
             ("parameters", AttributeValue::M(Default::default())),
         ],
         expected_versions,
+        none_match: None,
+        unmodified_before: None,
         now: "2026-11-21T14:55:00.123Z".into(),
         write_id: Update::new_write_id(),
         fields: FIELDS,
@@ -219,9 +221,9 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                 && expression.contains("#write_id = :this_write")
                 // Who and which fields, by name only; no principal removes
                 // the last caller's name.
-                && expression.contains("#updated_fields = :updated_fields")
+                && expression.contains("#updated_fields = :fields_set")
                 && expression.ends_with(" REMOVE #updated_by")
-                && values.get(":updated_fields")
+                && values.get(":fields_set")
                     == Some(&AttributeValue::Ss(vec!["name".into(), "parameters".into()]))
                 // Exists, not already written by this update (a retried
                 // attempt), can be returned afterwards (version in range,

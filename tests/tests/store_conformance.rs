@@ -3,7 +3,9 @@
 //! drift from the real one.
 
 use agent_server_shared::item::{self, Item};
-use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store, StoreError, Update, WRITE_ID};
+use agent_server_shared::store::{
+    DynamoStore, Key, MemoryStore, NoneMatch, Store, StoreError, Update, WRITE_ID,
+};
 use agent_server_shared::{Table, config::TableNames};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -73,6 +75,8 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         key,
         set,
         expected_versions: None,
+        none_match: None,
+        unmodified_before: None,
         now: "2026-11-21T14:55:00.123Z".into(),
         write_id: Update::new_write_id(),
         fields: route.fields(),
@@ -250,6 +254,151 @@ async fn version_counts_every_update<B: Backend>(backend: &B) {
             let returned = returned.unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(item::version(&returned), Ok(expected), "{route:?}");
         }
+    }
+}
+
+async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        let mut original = route.item(&project, &id);
+        original.insert("version".into(), AttributeValue::N("3".into()));
+        original.insert(
+            "updated_at".into(),
+            AttributeValue::S("2026-11-21T14:55:00.500Z".into()),
+        );
+        backend.put(route.table(), original.clone()).await;
+        let key = key(route, &project, &id);
+        let base = || {
+            update(
+                route,
+                key.clone(),
+                vec![("name", AttributeValue::S("changed".into()))],
+            )
+        };
+        let mismatch = Err(StoreError::VersionMismatch { current: 3 });
+        for refused in [
+            Update {
+                none_match: Some(NoneMatch::Any),
+                ..base()
+            },
+            Update {
+                none_match: Some(NoneMatch::Versions(vec![9, 3])),
+                ..base()
+            },
+            // Written at 14:55:00.500, after "14:55:00" to the second? No:
+            // within it; after 14:54:59 it is.
+            Update {
+                unmodified_before: Some("2026-11-21T14:55:00.000Z".into()),
+                ..base()
+            },
+            Update {
+                unmodified_before: Some("2026-11-21T14:55:00.500Z".into()),
+                ..base()
+            },
+        ] {
+            assert_eq!(
+                backend.update(refused.clone()).await,
+                mismatch,
+                "{route:?} {refused:?}"
+            );
+            assert_eq!(
+                backend.get(route.table(), &key).await,
+                Some(original.clone()),
+                "{route:?}"
+            );
+        }
+        // `*` on a missing record: missing, nothing created.
+        let missing = Key {
+            id: new_id(),
+            ..key.clone()
+        };
+        let absent = Update {
+            key: missing.clone(),
+            none_match: Some(NoneMatch::Any),
+            ..base()
+        };
+        assert_eq!(backend.update(absent).await, Err(StoreError::NotFound));
+        assert_eq!(backend.get(route.table(), &missing).await, None);
+        // Passing preconditions write.
+        for passing in [
+            Update {
+                none_match: Some(NoneMatch::Versions(vec![2, 4])),
+                ..base()
+            },
+            Update {
+                none_match: Some(NoneMatch::Versions(vec![])),
+                ..base()
+            },
+            Update {
+                unmodified_before: Some("2026-11-21T14:55:01.000Z".into()),
+                ..base()
+            },
+        ] {
+            assert!(backend.update(passing).await.is_ok(), "{route:?}");
+        }
+        // Absent version counts as 0 for If-None-Match too.
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let zero = Update {
+            none_match: Some(NoneMatch::Versions(vec![0])),
+            ..update(
+                route,
+                self::key(route, &project, &id),
+                vec![("name", AttributeValue::S("z".into()))],
+            )
+        };
+        assert_eq!(
+            backend.update(zero).await,
+            Err(StoreError::VersionMismatch { current: 0 })
+        );
+    }
+}
+
+async fn who_and_which_fields_are_stored<B: Backend>(backend: &B) {
+    for route in Route::ALL {
+        let (project, id) = (new_id(), new_id());
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let key = key(route, &project, &id);
+        // Two settable fields, in an order that is not the set's.
+        let other = route
+            .fields()
+            .iter()
+            .rev()
+            .find(|field| field.name != "name" && field.rule().is_some())
+            .map_or("name", |field| field.name);
+        let set = vec![
+            ("name", AttributeValue::S("n".into())),
+            (other, AttributeValue::Null(true)),
+        ];
+        let written = backend
+            .update(update(route, key.clone(), set))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            written.get("updated_by"),
+            Some(&AttributeValue::S("store-conformance".into()))
+        );
+        // A string set: no order.
+        let mut stored = match written.get("updated_fields") {
+            Some(AttributeValue::Ss(names)) => names.clone(),
+            other => panic!("{route:?}: updated_fields is {other:?}"),
+        };
+        stored.sort();
+        let mut expected = vec!["name".to_string(), other.to_string()];
+        expected.sort();
+        assert_eq!(stored, expected, "{route:?}");
+        // A caller with no principal leaves no earlier caller's name.
+        let anonymous = Update {
+            updated_by: None,
+            ..update(route, key.clone(), vec![("name", AttributeValue::S("m".into()))])
+        };
+        let written = backend.update(anonymous).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(written.get("updated_by"), None, "{route:?}");
+        assert_eq!(
+            written.get("updated_fields"),
+            Some(&AttributeValue::Ss(vec!["name".into()]))
+        );
+        assert_eq!(backend.get(route.table(), &key).await.as_ref(), Some(&written));
     }
 }
 
@@ -518,6 +667,8 @@ macro_rules! conformance {
 }
 
 conformance!(
+    other_preconditions_guard_the_write,
+    who_and_which_fields_are_stored,
     each_field_updates_alone,
     missing_record_is_not_found_and_nothing_is_created,
     another_projects_record_is_not_found_and_unchanged,

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use super::{NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
 use crate::budget::{self, TIME_BUDGET};
 use crate::config::TableNames;
 use crate::item::{self, Item, Kind, MAX_VERSION};
@@ -88,7 +88,7 @@ impl Expression {
         names.insert("#write_id".into(), WRITE_ID.into());
         names.insert("#updated_by".into(), UPDATED_BY.into());
         names.insert("#updated_fields".into(), UPDATED_FIELDS.into());
-        values.insert(":updated_fields".into(), AttributeValue::Ss(fields));
+        values.insert(":fields_set".into(), AttributeValue::Ss(fields));
         values.insert(":now".into(), AttributeValue::S(update.now));
         values.insert(":this_write".into(), AttributeValue::S(update.write_id));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
@@ -99,14 +99,14 @@ impl Expression {
         assignments.push("#updated_at = :now".into());
         assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
         assignments.push("#write_id = :this_write".into());
-        assignments.push("#updated_fields = :updated_fields".into());
+        assignments.push("#updated_fields = :fields_set".into());
         // A write by a caller with no principal must not leave the last
         // caller's name on the record.
         let mut removals = "";
         match update.updated_by {
             Some(principal) => {
-                values.insert(":updated_by".into(), AttributeValue::S(principal));
-                assignments.push("#updated_by = :updated_by".into());
+                values.insert(":caller".into(), AttributeValue::S(principal));
+                assignments.push("#updated_by = :caller".into());
             }
             None => removals = " REMOVE #updated_by",
         }
@@ -149,6 +149,26 @@ impl Expression {
                 accepted.push("#version = :never".into());
             }
             condition.push_str(&format!(" AND ({})", accepted.join(" OR ")));
+        }
+        match &update.none_match {
+            // The item must exist (above) and must not: no write.
+            Some(NoneMatch::Any) => condition.push_str(" AND attribute_not_exists(#id)"),
+            Some(NoneMatch::Versions(refused)) if !refused.is_empty() => {
+                let placeholders: Vec<String> = (0..refused.len()).map(|i| format!(":n{i}")).collect();
+                for (placeholder, version) in placeholders.iter().zip(refused) {
+                    values.insert(placeholder.clone(), AttributeValue::N(version.to_string()));
+                }
+                if refused.contains(&0) {
+                    condition.push_str(" AND attribute_exists(#version)");
+                }
+                condition.push_str(&format!(" AND NOT (#version IN ({}))", placeholders.join(", ")));
+            }
+            Some(NoneMatch::Versions(_)) | None => {}
+        }
+        if let Some(bound) = &update.unmodified_before {
+            values.insert(":unmodified_before".into(), AttributeValue::S(bound.clone()));
+            condition
+                .push_str(" AND (attribute_not_exists(#updated_at) OR #updated_at < :unmodified_before)");
         }
         Self {
             update: format!("SET {}{removals}", assignments.join(", ")),

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Key, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use super::{
+    Key, NoneMatch, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
+};
 use crate::item::{self, Item};
 use crate::rules::Decimal;
 
@@ -95,13 +97,40 @@ impl Store for MemoryStore {
         item::updatable(stored, &kept).map_err(|error| StoreError::Unreadable(error.to_string()))?;
         let next = next_version(stored.get("version"))
             .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;
+        let version = item::version(stored);
+        // A failed precondition answers with the stored version, as the
+        // DynamoDB store reads it from the old item.
+        let refused = |version: Result<u64, item::ItemError>| match version {
+            Ok(current) => StoreError::VersionMismatch { current },
+            Err(error) => StoreError::Unreadable(error.to_string()),
+        };
         if let Some(expected) = update.expected_versions {
-            match item::version(stored) {
-                Ok(current) if expected.contains(&current) => {}
-                Ok(current) => return Err(StoreError::VersionMismatch { current }),
-                // IN (…) never matches a fractional version.
-                Err(error) => return Err(StoreError::Unreadable(error.to_string())),
+            // IN (…) never matches a fractional version.
+            if !version.as_ref().is_ok_and(|current| expected.contains(current)) {
+                return Err(refused(version));
             }
+        }
+        let named = match &update.none_match {
+            Some(NoneMatch::Any) => true,
+            // NOT (… IN …) holds for a fractional version.
+            Some(NoneMatch::Versions(refused)) => {
+                version.as_ref().is_ok_and(|current| refused.contains(current))
+            }
+            None => false,
+        };
+        // `attribute_not_exists(…) OR updated_at < bound`: an attribute of
+        // another type never compares as earlier.
+        let modified =
+            update
+                .unmodified_before
+                .as_ref()
+                .is_some_and(|bound| match stored.get("updated_at") {
+                    None => false,
+                    Some(AttributeValue::S(at)) => at >= bound,
+                    Some(_) => true,
+                });
+        if named || modified {
+            return Err(refused(version));
         }
         stored.insert(UPDATED_FIELDS.into(), AttributeValue::Ss(fields));
         match update.updated_by {

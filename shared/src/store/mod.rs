@@ -109,8 +109,15 @@ pub struct Update {
     /// The attributes to set; every other attribute keeps its value.
     pub set: Vec<(&'static str, AttributeValue)>,
     /// `Some(versions)`: write only if the stored `version` (absent counts
-    /// as 0) is one of `versions`; an empty list never matches.
+    /// as 0) is one of `versions`; an empty list never matches (If-Match).
     pub expected_versions: Option<Vec<u64>>,
+    /// `Some(..)`: write only if the stored version is not the one named
+    /// (If-None-Match); `Any` never writes an existing record.
+    pub none_match: Option<NoneMatch>,
+    /// `Some(bound)`: write only if the stored `updated_at` is absent or
+    /// earlier than `bound`, a timestamp in the stored format
+    /// (If-Unmodified-Since, one second past its date).
+    pub unmodified_before: Option<String>,
     /// The new `updated_at`.
     pub now: String,
     /// This update's own id ([`Update::new_write_id`]), stored as
@@ -130,6 +137,16 @@ pub struct Update {
     /// The most time the write may take: what the request's earlier calls
     /// left of [`TIME_BUDGET`] ([`crate::budget`]).
     pub budget: Duration,
+}
+
+/// What `If-None-Match` refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoneMatch {
+    /// `*`: any current record; an update, which never creates, is refused
+    /// whenever the record exists.
+    Any,
+    /// These versions (absent counts as 0).
+    Versions(Vec<u64>),
 }
 
 /// The stored attribute naming the caller of the last write (S). Never

@@ -31,6 +31,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use lambda_http::{Body, Context};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 /// Where every route lives.
 pub const PREFIX: &str = "/api/agent-server/";
@@ -61,8 +62,14 @@ pub struct LocalApi<S> {
 /// Routes one request to its handler, as API Gateway would: the route
 /// first (404, 405), then the authorizer (401), then the function.
 pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response {
-    let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
+    let span = agent_server_shared::logging::request_span(&request_id);
+    route_in_span(local, request, request_id).instrument(span).await
+}
+
+/// [`route`], inside the request's span: every line it logs carries the id.
+async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_id: String) -> Response {
+    let started = Instant::now();
     let path = request.uri().path().to_string();
     let Some((route, id)) =
         split_path(&path).and_then(|(collection, id)| Some((FunctionRoute::of_collection(collection)?, id)))

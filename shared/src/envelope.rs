@@ -67,8 +67,9 @@ pub fn http_date(timestamp: &str) -> Option<String> {
     Some(httpdate::fmt_http_date(time))
 }
 
-/// The error envelope for `error`. `request_id` is reported only on a 500,
-/// where it is the one thing an operator needs to find the log line.
+/// The error envelope for `error`. `request_id` is reported on a 500 and a
+/// 503, where it is the one thing an operator needs to find the log line
+/// that explains it (every line a request causes carries it).
 pub fn failure(error: &ApiError, request_id: &str) -> Response {
     let status = error.status();
     let message = error.to_string();
@@ -80,7 +81,7 @@ pub fn failure(error: &ApiError, request_id: &str) -> Response {
         error_details: Details {
             code: Some(error.code()),
             fields: error.fields(),
-            request_id: (status == 500).then_some(request_id),
+            request_id: matches!(status, 500 | 503).then_some(request_id),
         },
     };
     let mut response = render(status, &body);

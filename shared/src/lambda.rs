@@ -39,6 +39,7 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Body, LambdaEvent, RequestExt, service_fn};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
+use tracing::Instrument;
 use url::Url;
 
 use crate::config::ConfigError;
@@ -109,6 +110,17 @@ pub fn started<S>(app: Result<App<S>, ConfigError>) -> Option<App<S>> {
 /// expects back. An event that cannot be read as an HTTP request is
 /// answered 400 `invalid_request`, in the envelope like everything else.
 pub async fn respond<R: Resource, S: Store>(
+    app: &App<S>,
+    event: Value,
+    context: lambda_http::Context,
+) -> ApiGatewayV2httpResponse {
+    let span = logging::request_span(&context.request_id);
+    respond_in_span::<R, S>(app, event, context)
+        .instrument(span)
+        .await
+}
+
+async fn respond_in_span<R: Resource, S: Store>(
     app: &App<S>,
     event: Value,
     context: lambda_http::Context,

@@ -8,13 +8,101 @@
 //! Whatever level is asked for, other crates log at INFO at most: at DEBUG
 //! and TRACE the AWS SDK and the HTTP stack print whole requests and
 //! responses, and an `UpdateItem` response carries the stored `api_key`.
+//!
+//! Every line a request causes carries its `request_id` as a top-level
+//! field: the request's work runs inside [`request_span`], and the
+//! formatter writes the id of the span a line is logged in into the line,
+//! WARN, ERROR and the panic hook's included, without any call site
+//! passing it by hand.
 
+use std::fmt;
 use std::str::FromStr;
-use tracing::{Level, Metadata, Subscriber};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
+use tracing::{Event, Level, Metadata, Subscriber};
 
 use tracing_subscriber::filter::{FilterFn, LevelFilter, filter_fn};
-use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The field, on the request span and on every line logged inside it,
+/// that names the request.
+pub const REQUEST_ID: &str = "request_id";
+
+/// The span a request's work runs in. ERROR level, so it is entered
+/// whatever level logging runs at and every line inside carries the id.
+pub fn request_span(request_id: &str) -> tracing::Span {
+    tracing::error_span!("request", request_id = request_id)
+}
+
+/// A request span's id, kept with the span for the formatter.
+struct RequestId(String);
+
+/// Keeps the `request_id` of each new span ([`request_span`]).
+struct RequestIds;
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RequestIds {
+    fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
+        struct Find(Option<String>);
+        impl Visit for Find {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                if field.name() == REQUEST_ID {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+                if field.name() == REQUEST_ID {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+        }
+        let mut found = Find(None);
+        attributes.record(&mut found);
+        if let (Some(request_id), Some(span)) = (found.0, context.span(id)) {
+            span.extensions_mut().insert(RequestId(request_id));
+        }
+    }
+}
+
+/// The JSON formatter, adding the enclosing request span's id to each line
+/// that does not name one itself.
+struct WithRequestId<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for WithRequestId<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'w> FormatFields<'w> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        context: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let request_id = context.event_scope().and_then(|scope| {
+            scope
+                .into_iter()
+                .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()))
+        });
+        let request_id = request_id.filter(|_| event.metadata().fields().field(REQUEST_ID).is_none());
+        let Some(request_id) = request_id else {
+            return self.0.format_event(context, writer, event);
+        };
+        let mut line = String::new();
+        self.0.format_event(context, Writer::new(&mut line), event)?;
+        // The JSON formatter writes one object and a line break.
+        match line.strip_suffix("}\n") {
+            Some(head) => {
+                let id = serde_json::to_string(&request_id).map_err(|_| fmt::Error)?;
+                writeln!(writer, "{head},\"{REQUEST_ID}\":{id}}}")
+            }
+            None => writer.write_str(&line),
+        }
+    }
+}
 
 /// At most `max` characters of `text`: what a log line keeps of a value
 /// the caller chose (a principal, a path no route matched), so one
@@ -62,15 +150,19 @@ where
         level => level,
     };
     let filter = LevelFilter::from_str(level).unwrap_or(LevelFilter::INFO);
-    tracing_subscriber::fmt()
+    let json = tracing_subscriber::fmt::format()
         .json()
         .flatten_event(true)
         .with_current_span(false)
-        .with_span_list(false)
+        .with_span_list(false);
+    tracing_subscriber::fmt()
+        .json()
+        .event_format(WithRequestId(json))
         .with_max_level(filter)
         .with_writer(writer)
         .finish()
         .with(secret_safe())
+        .with(RequestIds)
 }
 
 /// Installs the subscriber on stdout, at the level Lambda's advanced
@@ -88,17 +180,63 @@ mod tests {
     use super::*;
     use tracing::level_filters::LevelFilter as Max;
 
+    /// `LevelFilter::current` is the most any live subscriber enables:
+    /// tests that install one take turns.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn max_level(level: &str) -> Option<Max> {
         tracing::subscriber::with_default(subscriber(std::io::sink, level), Max::current).into()
     }
 
     #[test]
     fn levels_parse_in_any_case_and_default_to_info() {
+        let _turn = ONE_AT_A_TIME.lock();
         assert_eq!(max_level("DEBUG"), Some(Max::DEBUG));
         assert_eq!(max_level("warn"), Some(Max::WARN));
         assert_eq!(max_level("FATAL"), Some(Max::ERROR));
         assert_eq!(max_level("info,foo=trace"), Some(Max::INFO));
         assert_eq!(max_level(""), Some(Max::INFO));
+    }
+
+    #[test]
+    fn every_line_inside_a_request_span_carries_its_id() {
+        #[derive(Clone, Default)]
+        struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut lines) = self.0.lock() {
+                    lines.extend_from_slice(buf);
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let _turn = ONE_AT_A_TIME.lock();
+        let lines = Lines::default();
+        let writer = lines.clone();
+        // At WARN: the span must still be entered.
+        tracing::subscriber::with_default(subscriber(move || writer.clone(), "warn"), || {
+            tracing::warn!("outside");
+            request_span("id-\"1").in_scope(|| {
+                tracing::warn!(reason = "x", "inside");
+                tracing::error!(request_id = "own", "names its own");
+                tracing::info!("below the level");
+            });
+        });
+        let text =
+            String::from_utf8(lines.0.lock().map(|l| l.clone()).unwrap_or_default()).unwrap_or_default();
+        let parsed: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect();
+        assert_eq!(parsed.len(), 3, "{text}");
+        assert_eq!(parsed[0].get(REQUEST_ID), None);
+        assert_eq!(parsed[1][REQUEST_ID], "id-\"1");
+        assert_eq!(parsed[1]["level"], "WARN");
+        assert_eq!(parsed[2][REQUEST_ID], "own");
+        assert_eq!(text.matches(REQUEST_ID).count(), 2, "{text}");
     }
 
     #[test]

@@ -325,7 +325,10 @@ mod tests {
 
     #[test]
     fn only_the_api_key_is_sealed() {
-        assert_eq!([ApiKey::SEALS, McpServer::SEALS, Model::SEALS], [true, false, false]);
+        assert_eq!(
+            [ApiKey::SEALS, McpServer::SEALS, Model::SEALS],
+            [true, false, false]
+        );
         let sealed: Vec<&str> = ApiKey::FIELDS
             .iter()
             .filter(|field| field.is_sealed())

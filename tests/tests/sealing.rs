@@ -127,6 +127,7 @@ async fn a_key_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_re
 
 #[tokio::test]
 async fn a_kms_outage_is_a_503_with_nothing_written_and_a_request_without_a_key_needs_no_kms() {
+    let (logs, _guard) = capture_logs();
     // A KMS of this test's own, stopped mid-run.
     let kms = KmsLocal::start(free_port()).await;
     let base = serve(kms.sealer()).await;
@@ -156,6 +157,12 @@ async fn a_kms_outage_is_a_503_with_nothing_written_and_a_request_without_a_key_
         before,
         "a request KMS could not seal wrote something"
     );
+    // The envelope's requestId finds the line that explains it.
+    let request_id = reply.body["errorDetails"]["requestId"]
+        .as_str()
+        .unwrap_or_default();
+    let explained = explaining_line(&logs.text(), request_id, "WARN");
+    assert!(explained.contains("KMS unavailable"), "{explained}");
 
     // Setting anything but the key needs no KMS: it still succeeds.
     let reply = http(
@@ -207,7 +214,8 @@ async fn a_key_kms_refuses_is_a_500_with_one_error_line_and_nothing_written() {
         .filter(|line| line.contains("\"level\":\"ERROR\""))
         .collect();
     assert_eq!(errors.len(), 1, "{logged}");
-    assert!(errors[0].contains("NotFoundException"), "{}", errors[0]);
+    let explained = explaining_line(&logged, &request_id, "ERROR");
+    assert!(explained.contains("NotFoundException"), "{explained}");
     assert!(!logged.contains(SENTINEL));
 }
 
@@ -370,6 +378,18 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     )
     .await;
     assert_eq!(opened.as_deref(), Ok(&b"sk-same"[..]));
+}
+
+/// The one line at `level` whose `request_id` is `request_id`.
+fn explaining_line(logs: &str, request_id: &str, level: &str) -> String {
+    assert!(!request_id.is_empty(), "the envelope has no requestId");
+    let found: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["request_id"] == request_id && line["level"] == level)
+        .collect();
+    assert_eq!(found.len(), 1, "{level} lines of {request_id} in:\n{logs}");
+    found[0].to_string()
 }
 
 async fn futures_of<F, Fut>(ids: &[String], read: F) -> Vec<Item>

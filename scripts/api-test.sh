@@ -2,7 +2,9 @@
 # make api-test: generated-case API testing. Runs schemathesis with every
 # default check against openapi.yaml and a local-api of its own on DynamoDB
 # Local (scripts/with-local-api.sh), with the sample records loaded, which the
-# OpenAPI examples name, so positive cases reach real records.
+# OpenAPI examples name, so positive cases reach real records. Then every
+# metrics line the functions wrote is checked against the embedded metric
+# format (tools/metrics/check_emf.py).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_dir="$root/target/api-test${LAMBDA:+-lambda}"
@@ -13,6 +15,8 @@ export SCHEMATHESIS_HOOKS="$root/tools/schemathesis_hooks.py"
 # Single quotes: API_URL is only known inside with-local-api.sh.
 # shellcheck disable=SC2016
 exec "$root/scripts/with-local-api.sh" "$log_dir" bash -c '
+  set -euo pipefail
   "$root/.venv/bin/st" --config-file "$root/tools/schemathesis.toml" run "$root/openapi.yaml" \
     --url "$API_URL" --header "Authorization: Bearer $API_TOKEN" --max-examples "$API_TEST_EXAMPLES" --seed "$API_TEST_SEED" \
-    --report har --report-dir "$log_dir" --no-color'
+    --report har --report-dir "$log_dir" --no-color
+  "$root/.venv/bin/python" "$root/tools/metrics/check_emf.py" "$log_dir"/*.log'

@@ -138,6 +138,7 @@ fn log(request: &Request, response: &Response, started: Instant, request_id: &st
         method: request.method().as_str(),
         route: request.uri().path(),
         principal: None,
+        key: None,
         response,
         latency: started.elapsed(),
         request_id,

@@ -27,6 +27,8 @@ pub struct Settings {
     pub policy: Policy,
     /// The JWT claim listing the caller's projects (`PROJECTS_CLAIM`).
     pub projects_claim: String,
+    /// The namespace of the metrics lines (`METRICS_NAMESPACE`).
+    pub metrics_namespace: String,
 }
 
 /// The DynamoDB table behind each record kind.
@@ -88,13 +90,15 @@ impl Default for Settings {
         Self {
             policy: Policy::default(),
             projects_claim: DEFAULT_PROJECTS_CLAIM.into(),
+            metrics_namespace: crate::metrics::DEFAULT_NAMESPACE.into(),
         }
     }
 }
 
 impl Settings {
-    /// Reads `ALLOW_PRIVATE_ENDPOINTS` and `PROJECTS_CLAIM` (default
-    /// [`DEFAULT_PROJECTS_CLAIM`]).
+    /// Reads `ALLOW_PRIVATE_ENDPOINTS`, `PROJECTS_CLAIM` (default
+    /// [`DEFAULT_PROJECTS_CLAIM`]) and `METRICS_NAMESPACE` (default
+    /// [`crate::metrics::DEFAULT_NAMESPACE`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| env::var(name).ok())
     }
@@ -124,6 +128,10 @@ impl Settings {
                 .map(|claim| claim.trim().to_owned())
                 .filter(|claim| !claim.is_empty())
                 .unwrap_or_else(|| DEFAULT_PROJECTS_CLAIM.into()),
+            metrics_namespace: lookup("METRICS_NAMESPACE")
+                .map(|namespace| namespace.trim().to_owned())
+                .filter(|namespace| !namespace.is_empty())
+                .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
         })
     }
 }

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
+use tracing::Instrument;
 
 use crate::app::App;
 use crate::auth::{Caller, Target};
@@ -11,11 +12,12 @@ use crate::budget;
 use crate::envelope;
 use crate::error::ApiError;
 use crate::item;
+use crate::metrics::{self, Calls, Measurement};
 use crate::patch;
 use crate::records::Resource;
 use crate::request;
 use crate::seal::{self, SealError};
-use crate::store::{Store, StoreError, Update};
+use crate::store::{Key, Store, StoreError, Update};
 use crate::{Request, Response};
 
 /// Handles one update of a record of kind `R`. Never fails: every outcome,
@@ -24,33 +26,63 @@ use crate::{Request, Response};
 /// Everything that can reject the request runs before the store is called,
 /// so a rejected request costs no database call.
 pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
+    let span = crate::logging::request_span(&request::request_id(&request));
+    update_in_span::<R, S>(app, request).instrument(span).await
+}
+
+/// [`update_record`], inside the request's span.
+async fn update_in_span<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
     let started = Instant::now();
+    let cold_start = metrics::first_request();
     let request_id = request::request_id(&request);
     let caller = Caller::of(&request, &app.settings.projects_claim);
-    let response = match apply::<R, S>(app, &caller, &request).await {
+    let mut seen = Seen::default();
+    let response = match apply::<R, S>(app, &caller, &request, &mut seen).await {
         Ok((record, version, written)) => envelope::success(R::UPDATED, record, &version, written.as_deref()),
         Err(error) => envelope::failure(&error, &request_id),
     };
+    let latency = started.elapsed();
     access_log(&AccessEntry {
         method: request.method().as_str(),
         route: R::ROUTE,
         principal: caller.principal,
+        key: seen.key.as_ref(),
         response: &response,
-        latency: started.elapsed(),
+        latency,
         request_id: &request_id,
     });
+    metrics::record(
+        &app.settings.metrics_namespace,
+        &Measurement {
+            route: R::FUNCTION,
+            status: response.status().as_u16(),
+            latency,
+            calls: seen.calls,
+            cold_start,
+        },
+    );
     response
+}
+
+/// What a request's handling learned on the way, for its access and
+/// metrics lines: the record's key once validated, the time in each call.
+#[derive(Debug, Default)]
+struct Seen {
+    key: Option<Key>,
+    calls: Calls,
 }
 
 async fn apply<R: Resource, S: Store>(
     app: &App<S>,
     caller: &Caller<'_>,
     request: &Request,
+    seen: &mut Seen,
 ) -> Result<(R, String, Option<String>), ApiError> {
     // The request's shape first (every 400, 413, 415), then who may change
     // it: a 403 then says nothing about the record, and a request refused
     // either way costs no database call.
     let key = request::key(request, R::TABLE)?;
+    seen.key = Some(key.clone());
     let preconditions = request::preconditions(request)?;
     let body = request::json_body(request)?;
     let set = patch::parse::<R>(&body, app.settings.policy)?;
@@ -91,7 +123,10 @@ async fn apply<R: Resource, S: Store>(
         updated_by: caller.principal.map(str::to_owned),
         budget: budget::remaining(calls_started),
     };
-    let item = app.store.update(update).await.map_err(|error| match error {
+    let write_started = Instant::now();
+    let written = app.store.update(update).await;
+    seen.calls.dynamodb = Some(write_started.elapsed());
+    let item = written.map_err(|error| match error {
         StoreError::NotFound => ApiError::NotFound(R::NOUN),
         StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
             current_version: current,
@@ -146,6 +181,9 @@ pub struct AccessEntry<'a> {
     pub route: &'a str,
     /// Who called ([`Caller::principal`]); never a token.
     pub principal: Option<&'a str>,
+    /// The record's key, once validated (normalised UUIDs, never raw
+    /// query text); `None` when the request was refused before.
+    pub key: Option<&'a Key>,
     /// The answer (its status is logged).
     pub response: &'a Response,
     /// Time from the request's arrival to its answer.
@@ -159,7 +197,8 @@ pub struct AccessEntry<'a> {
 pub const MAX_LOGGED_ROUTE_CHARS: usize = 256;
 
 /// The one log line per request: never a body, a header value, a query or
-/// a token.
+/// a token. The record's `id` and `project_id` join it to the change event
+/// and to any other line of the request.
 pub fn access_log(entry: &AccessEntry<'_>) {
     let status = entry.response.status().as_u16();
     let latency_ms = entry.latency.as_secs_f64() * 1000.0;
@@ -168,6 +207,8 @@ pub fn access_log(entry: &AccessEntry<'_>) {
         method = entry.method,
         route = crate::logging::cut(entry.route, MAX_LOGGED_ROUTE_CHARS),
         principal = entry.principal,
+        id = entry.key.map(|key| key.id.as_str()),
+        project_id = entry.key.and_then(|key| key.project_id.as_deref()),
         status,
         latency_ms,
         request_id = entry.request_id,

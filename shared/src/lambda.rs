@@ -49,7 +49,7 @@ use crate::handler::{AccessEntry, access_log, update_record};
 use crate::records::Resource;
 use crate::request::request_id;
 use crate::store::Store;
-use crate::{App, Request, Response, auth, logging};
+use crate::{App, Request, Response, auth, logging, metrics};
 
 /// The whole of a function's `main`: a single-threaded Tokio runtime
 /// driving [`run`].
@@ -134,10 +134,12 @@ async fn respond_in_span<R: Resource, S: Store>(
                 method: "-",
                 route: R::ROUTE,
                 principal: None,
+                key: None,
                 response: &response,
                 latency: started.elapsed(),
                 request_id: &context.request_id,
             });
+            record_metrics::<R, S>(app, &response, started, metrics::first_request());
             response
         }
     };
@@ -301,23 +303,50 @@ pub async fn handle<R: Resource, S: Store>(app: &App<S>, request: Request) -> Re
     let method = request.method().clone();
     let request_id = request_id(&request);
     let principal = auth::principal(&request).map(str::to_owned);
+    let started = Instant::now();
     let handler = update_record::<R, S>(app, request);
-    guard(R::ROUTE, &method, principal.as_deref(), &request_id, handler).await
+    let guarded = guard(R::ROUTE, &method, principal.as_deref(), &request_id, handler);
+    // The guard's own lines, too, carry the request's id.
+    let (response, panicked) = guarded.instrument(logging::request_span(&request_id)).await;
+    if panicked {
+        // The handler's own metrics line was never written.
+        record_metrics::<R, S>(app, &response, started, false);
+    }
+    response
+}
+
+/// The metrics line of a request the handler did not finish.
+fn record_metrics<R: Resource, S: Store>(
+    app: &App<S>,
+    response: &Response,
+    started: Instant,
+    cold_start: bool,
+) {
+    metrics::record(
+        &app.settings.metrics_namespace,
+        &metrics::Measurement {
+            route: R::FUNCTION,
+            status: response.status().as_u16(),
+            latency: started.elapsed(),
+            calls: metrics::Calls::default(),
+            cold_start,
+        },
+    );
 }
 
 /// Awaits `handler`; if it panics, answers the 500 envelope and writes the
-/// access-log line the handler could not. The panic itself is logged by
-/// the hook [`install_panic_hook`] installs.
+/// access-log line the handler could not (and says it panicked). The panic
+/// itself is logged by the hook [`install_panic_hook`] installs.
 pub async fn guard(
     route: &str,
     method: &Method,
     principal: Option<&str>,
     request_id: &str,
     handler: impl Future<Output = Response>,
-) -> Response {
+) -> (Response, bool) {
     let started = Instant::now();
     match CatchUnwind(pin!(handler)).await {
-        Ok(response) => response,
+        Ok(response) => (response, false),
         Err(_) => {
             // The hook has logged the panic; this line ties it to the
             // request id the caller sees in the envelope.
@@ -327,11 +356,12 @@ pub async fn guard(
                 method: method.as_str(),
                 route,
                 principal,
+                key: None,
                 response: &response,
                 latency: started.elapsed(),
                 request_id,
             });
-            response
+            (response, true)
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod item;
 pub mod json;
 pub mod lambda;
 pub mod logging;
+pub mod metrics;
 pub mod patch;
 pub mod provider;
 pub mod records;

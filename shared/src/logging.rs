@@ -37,6 +37,19 @@ pub fn request_span(request_id: &str) -> tracing::Span {
     tracing::error_span!("request", request_id = request_id)
 }
 
+/// The target of metrics lines ([`metrics_line`]).
+pub const METRICS_TARGET: &str = "metrics";
+
+/// Writes `document`, one JSON object (an EMF document), as a line of its
+/// own, with the request's id, whatever the log level: it is logged at
+/// ERROR, so only `off` silences it, and the line states as its `level` the
+/// least level the configured one lets through (INFO, or the configured
+/// level if higher), since Lambda's log-level filtering drops a line below
+/// it, and one without a level counts as INFO.
+pub fn metrics_line(document: &str) {
+    tracing::error!(target: METRICS_TARGET, emf = document);
+}
+
 /// A request span's id, kept with the span for the formatter.
 struct RequestId(String);
 
@@ -67,8 +80,24 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RequestIds {
 }
 
 /// The JSON formatter, adding the enclosing request span's id to each line
-/// that does not name one itself.
-struct WithRequestId<F>(F);
+/// that does not name one itself, and writing metrics lines as the
+/// documents they carry, at `metrics_level`.
+struct WithRequestId<F> {
+    json: F,
+    metrics_level: &'static str,
+}
+
+/// The `emf` field of a metrics line.
+struct Document(Option<String>);
+
+impl Visit for Document {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "emf" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+    fn record_debug(&mut self, _: &Field, _: &dyn fmt::Debug) {}
+}
 
 impl<S, N, F> FormatEvent<S, N> for WithRequestId<F>
 where
@@ -87,12 +116,25 @@ where
                 .into_iter()
                 .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()))
         });
+        if event.metadata().target() == METRICS_TARGET {
+            let mut document = Document(None);
+            event.record(&mut document);
+            let Some(head) = document.0.as_deref().and_then(|doc| doc.strip_suffix('}')) else {
+                return Ok(());
+            };
+            write!(writer, "{head},\"level\":\"{}\"", self.metrics_level)?;
+            if let Some(id) = request_id {
+                let id = serde_json::to_string(&id).map_err(|_| fmt::Error)?;
+                write!(writer, ",\"{REQUEST_ID}\":{id}")?;
+            }
+            return writeln!(writer, "}}");
+        }
         let request_id = request_id.filter(|_| event.metadata().fields().field(REQUEST_ID).is_none());
         let Some(request_id) = request_id else {
-            return self.0.format_event(context, writer, event);
+            return self.json.format_event(context, writer, event);
         };
         let mut line = String::new();
-        self.0.format_event(context, Writer::new(&mut line), event)?;
+        self.json.format_event(context, Writer::new(&mut line), event)?;
         // The JSON formatter writes one object and a line break.
         match line.strip_suffix("}\n") {
             Some(head) => {
@@ -155,9 +197,14 @@ where
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false);
+    let metrics_level = match filter {
+        LevelFilter::ERROR => "ERROR",
+        LevelFilter::WARN => "WARN",
+        _ => "INFO",
+    };
     tracing_subscriber::fmt()
         .json()
-        .event_format(WithRequestId(json))
+        .event_format(WithRequestId { json, metrics_level })
         .with_max_level(filter)
         .with_writer(writer)
         .finish()
@@ -237,6 +284,19 @@ mod tests {
         assert_eq!(parsed[1]["level"], "WARN");
         assert_eq!(parsed[2][REQUEST_ID], "own");
         assert_eq!(text.matches(REQUEST_ID).count(), 2, "{text}");
+
+        // A metrics line is its document, at the least level that passes.
+        let lines = Lines::default();
+        let writer = lines.clone();
+        tracing::subscriber::with_default(subscriber(move || writer.clone(), "warn"), || {
+            request_span("r-2").in_scope(|| metrics_line(r#"{"_aws":{"Timestamp":1},"Requests":1}"#));
+        });
+        let text =
+            String::from_utf8(lines.0.lock().map(|l| l.clone()).unwrap_or_default()).unwrap_or_default();
+        assert_eq!(
+            text,
+            "{\"_aws\":{\"Timestamp\":1},\"Requests\":1,\"level\":\"WARN\",\"request_id\":\"r-2\"}\n"
+        );
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub trait Resource: Serialize + Sized {
     const TABLE: Table;
     /// The API Gateway route that updates it.
     const ROUTE: &'static str;
+    /// The Lambda function (and binary) serving that route; the metrics'
+    /// Route dimension.
+    const FUNCTION: &'static str;
     /// How messages name it ("Model").
     const NOUN: &'static str;
     /// The success message.
@@ -124,7 +127,7 @@ pub trait Resource: Serialize + Sized {
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:expr, at $route:literal, named $noun:literal {
+        pub struct $name:ident in $table:expr, at $route:literal, by $function:literal, named $noun:literal {
             $( $(#[$field_meta:meta])* $field:ident: $ty:ty = $access:expr, )*
         }
         $( write_only { $( $secret:ident: $secret_ty:ty = $secret_rule:expr, )* } )?
@@ -138,6 +141,7 @@ macro_rules! record {
         impl Resource for $name {
             const TABLE: Table = $table;
             const ROUTE: &'static str = $route;
+            const FUNCTION: &'static str = $function;
             const NOUN: &'static str = $noun;
             const UPDATED: &'static str = concat!($noun, " updated successfully");
             const FIELDS: &'static [Field] = &[
@@ -165,7 +169,7 @@ macro_rules! record {
 record! {
     /// A provider API key. The secret `api_key` is write-only: the record
     /// has no field for it, so no response can carry it.
-    pub struct ApiKey in Table::ApiKeys, at "/api/agent-server/api-keys/{id}", named "API key" {
+    pub struct ApiKey in Table::ApiKeys, at "/api/agent-server/api-keys/{id}", by "update-api-key", named "API key" {
         /// Record id.
         id: String = Key,
         /// Provider the key belongs to (read-only).
@@ -186,7 +190,7 @@ record! {
 
 record! {
     /// An MCP server connection.
-    pub struct McpServer in Table::McpServers, at "/api/agent-server/mcp-servers/{id}", named "MCP server" {
+    pub struct McpServer in Table::McpServers, at "/api/agent-server/mcp-servers/{id}", by "update-mcp-server", named "MCP server" {
         /// Record id.
         id: String = Key,
         /// Owning project.
@@ -206,7 +210,7 @@ record! {
 
 record! {
     /// A model definition.
-    pub struct Model in Table::Models, at "/api/agent-server/models/{id}", named "Model" {
+    pub struct Model in Table::Models, at "/api/agent-server/models/{id}", by "update-model", named "Model" {
         /// Record id.
         id: String = Key,
         /// Owning project.

@@ -65,11 +65,7 @@ impl Route {
 
     /// The Lambda function (and its binary) that serves the route.
     pub fn function(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "update-api-key",
-            Self::McpServers => "update-mcp-server",
-            Self::Models => "update-model",
-        }
+        with_record!(self, R => R::FUNCTION)
     }
 
     /// The table behind the route.

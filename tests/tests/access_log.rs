@@ -46,4 +46,52 @@ async fn the_access_log_names_the_principal_and_never_the_token() {
         !text.contains("SENTINEL-TOKEN"),
         "a token reached the log: {text}"
     );
+    // The record, once validated, joins the line to the change event.
+    assert_eq!(access[0]["id"], ID);
+    assert_eq!(access[0]["project_id"], OTHER);
+    assert_eq!(access[1]["project_id"], PROJECT);
+}
+
+#[tokio::test]
+async fn ids_are_logged_only_once_validated_and_each_request_has_one_metrics_line() {
+    let (logs, _guard) = capture_logs();
+    let route = Route::Models;
+    let raw = "not-a-uuid\nforged";
+    let bad_id = Event::put(route, raw, Some(PROJECT)).json(&route.full_body());
+    assert_eq!(status(route, bad_id).await, 400);
+    let upper = PROJECT.to_uppercase();
+    let bad_project = Event::put(route, ID, Some("x&y")).json(&route.full_body());
+    assert_eq!(status(route, bad_project).await, 400);
+    let normalised = Event::put(route, &ID.to_uppercase(), Some(&upper)).json(&route.full_body());
+    assert_eq!(status(route, normalised).await, 200);
+
+    let text = logs.text();
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect();
+    let access: Vec<&Value> = lines.iter().filter(|line| line["target"] == "access").collect();
+    assert_eq!(access.len(), 3, "{text}");
+    assert!(access[0].get("id").is_none() && access[0].get("project_id").is_none());
+    assert!(access[1].get("id").is_none() && access[1].get("project_id").is_none());
+    assert_eq!(access[2]["id"], ID);
+    assert_eq!(access[2]["project_id"], PROJECT);
+    assert!(
+        !text.contains("forged") && !text.contains("x&y"),
+        "raw input logged: {text}"
+    );
+
+    // One EMF line per request, tied to it by the request id.
+    let metrics: Vec<&Value> = lines.iter().filter(|line| line.get("_aws").is_some()).collect();
+    assert_eq!(metrics.len(), 3, "{text}");
+    let outcomes: Vec<&str> = metrics.iter().filter_map(|m| m["Outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["invalid", "invalid", "updated"]);
+    for (metric, line) in metrics.iter().zip(&access) {
+        assert_eq!(metric["Route"], "update-model");
+        assert_eq!(metric["request_id"], line["request_id"]);
+        assert_eq!(metric["Requests"], 1);
+        assert!(metric["Latency"].is_number());
+    }
+    assert!(metrics[2]["DynamoDbLatency"].is_number());
+    assert!(metrics[0].get("DynamoDbLatency").is_none());
 }

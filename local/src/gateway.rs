@@ -111,6 +111,9 @@ impl JwtAuthorizer {
     /// The token's claims, if it is valid; `None` for any fault, as API
     /// Gateway says no more than 401 either.
     pub fn verify(&self, token: &str) -> Option<Map<String, Value>> {
+        if !strictly_formed(token) {
+            return None;
+        }
         let header = jsonwebtoken::decode_header(token).ok()?;
         let key = match (&self.keys, header.alg) {
             (Keys::Secret(key), Algorithm::HS256) => key.clone(),
@@ -158,6 +161,28 @@ impl JwtAuthorizer {
 }
 
 /// The strings a claim names: itself, or the strings of its array.
+/// What RFC 7515 and RFC 7519 let a recipient refuse, refused: a header
+/// with `crit` (this authorizer understands no extension, and `crit` must
+/// name one), and a header or payload that repeats a member name (the
+/// RFCs allow rejecting it, and two readers could take different values).
+fn strictly_formed(token: &str) -> bool {
+    use base64::Engine as _;
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let decode = |part: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).ok();
+    let (Some(header), Some(payload)) = (decode(header), decode(payload)) else {
+        return false;
+    };
+    // The service's own strict reader: one object, no repeated key at any depth.
+    let read = |bytes: &[u8]| agent_server_shared::json::parse_object(bytes).ok();
+    match (read(&header), read(&payload)) {
+        (Some(header), Some(_)) => !header.contains_key("crit"),
+        _ => false,
+    }
+}
+
 fn named(value: Option<&Value>) -> Vec<&str> {
     match value {
         Some(Value::String(one)) => vec![one.as_str()],
@@ -288,6 +313,29 @@ mod tests {
             }
         }
         map
+    }
+
+    #[test]
+    fn crit_headers_and_repeated_members_are_refused() {
+        use base64::Engine as _;
+        let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+        let token = |header: &str, payload: &str| format!("{}.{}.c2ln", encode(header), encode(payload));
+        let payload = r#"{"sub":"a","exp":9999999999,"projects":"*"}"#;
+        assert!(strictly_formed(&token(r#"{"alg":"HS256","typ":"JWT"}"#, payload)));
+        for (header, payload) in [
+            (r#"{"alg":"HS256","crit":["exp"]}"#, payload),
+            (r#"{"alg":"HS256","crit":[]}"#, payload),
+            (r#"{"alg":"HS256","alg":"none"}"#, payload),
+            (
+                r#"{"alg":"HS256"}"#,
+                r#"{"sub":"a","projects":"x","projects":"*"}"#,
+            ),
+            (r#"{"alg":"HS256"}"#, r#"{"sub":"a","nested":{"k":1,"k":2}}"#),
+            (r#"{"alg":"HS256"}"#, "not json"),
+        ] {
+            assert!(!strictly_formed(&token(header, payload)), "{header} {payload}");
+        }
+        assert!(!strictly_formed("only-one-part"));
     }
 
     #[test]

@@ -152,6 +152,18 @@ pub async fn respond<S: Store>(
     request: hyper::Request<Incoming>,
 ) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
+    // A target with bytes HTTP does not allow there (non-ASCII: the `http`
+    // crate takes them) never reaches a function: the bare 400 API
+    // Gateway's HTTP layer would answer.
+    if parts
+        .uri
+        .path_and_query()
+        .is_some_and(|target| !target.as_str().is_ascii())
+    {
+        let mut bare = hyper::Response::new(Full::new(Bytes::new()));
+        *bare.status_mut() = lambda_http::http::StatusCode::BAD_REQUEST;
+        return bare;
+    }
     let response = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => {
             let bytes = collected.to_bytes();

@@ -196,6 +196,16 @@ pub struct AccessEntry<'a> {
 /// path is the caller's, up to the size of a request line).
 pub const MAX_LOGGED_ROUTE_CHARS: usize = 256;
 
+/// What of a route (an unmatched path is the caller's) the access line
+/// may show as it is: visible ASCII. Anything else, a line break or a
+/// bidirectional control included, is percent-encoded, so the line reads
+/// as what was sent.
+const NOT_SHOWN: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ').add(b'%');
+
+fn escaped(route: &str) -> percent_encoding::PercentEncode<'_> {
+    percent_encoding::utf8_percent_encode(route, NOT_SHOWN)
+}
+
 /// The one log line per request: never a body, a header value, a query or
 /// a token. The record's `id` and `project_id` join it to the change event
 /// and to any other line of the request.
@@ -205,7 +215,7 @@ pub fn access_log(entry: &AccessEntry<'_>) {
     tracing::info!(
         target: "access",
         method = entry.method,
-        route = crate::logging::cut(entry.route, MAX_LOGGED_ROUTE_CHARS),
+        route = %escaped(crate::logging::cut(entry.route, MAX_LOGGED_ROUTE_CHARS)),
         principal = entry.principal,
         id = entry.key.map(|key| key.id.as_str()),
         project_id = entry.key.and_then(|key| key.project_id.as_deref()),
@@ -219,6 +229,18 @@ pub fn access_log(entry: &AccessEntry<'_>) {
 #[cfg(test)]
 mod tests {
     use super::timestamp;
+
+    #[test]
+    fn routes_are_logged_as_visible_ascii() {
+        assert_eq!(
+            super::escaped("/api/agent-server/models/{id}").to_string(),
+            "/api/agent-server/models/{id}"
+        );
+        assert_eq!(
+            super::escaped("/a\u{202e}b\nc d%0A").to_string(),
+            "/a%E2%80%AEb%0Ac%20d%250A"
+        );
+    }
 
     #[test]
     fn timestamps_have_milliseconds_and_z() {

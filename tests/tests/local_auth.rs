@@ -84,6 +84,21 @@ async fn stored_name(project: &str, id: &str) -> Option<String> {
     item.get("name").and_then(|name| name.as_s().ok()).cloned()
 }
 
+/// An HS256 token over `header` and `payload` exactly as written (the
+/// encoder would normalise what these tests need repeated or unusual).
+fn hs256_raw(header: &str, payload: &str) -> String {
+    use base64::Engine as _;
+    let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+    let message = format!("{}.{}", encode(header), encode(payload));
+    let signature = jsonwebtoken::crypto::sign(
+        message.as_bytes(),
+        &EncodingKey::from_secret(SECRET),
+        Algorithm::HS256,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    format!("{message}.{signature}")
+}
+
 fn assert_unauthorized(reply: &Reply, case: &str) {
     assert_eq!(reply.status, 401, "{case}: {}", reply.body);
     assert_eq!(reply.body, json!({"message": "Unauthorized"}), "{case}");
@@ -146,6 +161,79 @@ async fn a_token_changes_its_projects_and_nothing_else() {
         put(&base, &other, &id, Some(&token(json!(["*"])))).await.status,
         200
     );
+}
+
+#[tokio::test]
+async fn crit_headers_repeated_claims_and_raw_bytes_in_the_target_are_refused() {
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let (own, _, id) = seed().await;
+    let before = stored_name(&own, &id).await;
+    let payload = |projects: &str| {
+        format!(
+            r#"{{"sub":"agent-9","iss":"{ISSUER}","aud":"{AUDIENCE}","exp":{},"projects":"{projects}"}}"#,
+            now() + 600
+        )
+    };
+    // The same token, well formed, is accepted: the refusals below are
+    // for what they change, not for how they are signed.
+    let good = hs256_raw(r#"{"alg":"HS256","typ":"JWT"}"#, &payload(&own));
+    assert_eq!(put(&base, &own, &id, Some(&good)).await.status, 200);
+    put_item(
+        &client(&dynamo_local().await.endpoint),
+        Route::Models.table(),
+        Route::Models.item(&own, &id),
+    )
+    .await;
+    for (case, token) in [
+        (
+            "crit names an extension",
+            hs256_raw(r#"{"alg":"HS256","crit":["x-ext"],"x-ext":1}"#, &payload(&own)),
+        ),
+        (
+            "empty crit",
+            hs256_raw(r#"{"alg":"HS256","crit":[]}"#, &payload(&own)),
+        ),
+        (
+            "repeated header member",
+            hs256_raw(r#"{"alg":"HS256","typ":"JWT","typ":"JWT"}"#, &payload(&own)),
+        ),
+        (
+            "repeated claim",
+            hs256_raw(
+                r#"{"alg":"HS256"}"#,
+                &format!(
+                    r#"{{"sub":"agent-9","iss":"{ISSUER}","aud":"{AUDIENCE}","exp":{},"projects":"{}","projects":"*"}}"#,
+                    now() + 600,
+                    own
+                ),
+            ),
+        ),
+    ] {
+        assert_unauthorized(&put(&base, &own, &id, Some(&token)).await, case);
+    }
+    assert_eq!(stored_name(&own, &id).await, before, "a refused token wrote");
+
+    // Raw non-ASCII bytes in the request target: the bare 400 of the HTTP layer.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    for target in [
+        &b"/api/agent-server/mod\xc3\xa9ls/x"[..],
+        b"/api/agent-server/models/\xe2\x80\xae",
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut request = b"PUT ".to_vec();
+        request.extend_from_slice(target);
+        request
+            .extend_from_slice(b" HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+        stream.write_all(&request).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\n"), "a bare 400 has no body: {answer}");
+    }
 }
 
 #[tokio::test]

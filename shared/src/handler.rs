@@ -101,15 +101,19 @@ async fn apply<R: Resource, S: Store>(
     // table unless every secret was sealed.
     let calls_started = Instant::now();
     let mut set = set;
-    seal::seal_secrets(
+    let sealed = seal::seal_secrets(
         app.sealer.as_ref(),
         R::FIELDS,
         &key.id,
         &mut set,
         budget::TIME_BUDGET,
     )
-    .await
-    .map_err(|error| sealing_failed(R::ROUTE, error))?;
+    .await;
+    // Time in KMS, if it was called (a request setting no secret makes no call).
+    if !matches!(sealed, Ok(false)) {
+        seen.calls.kms = Some(calls_started.elapsed());
+    }
+    sealed.map_err(|error| sealing_failed(R::ROUTE, error))?;
     let update = Update {
         table: R::TABLE,
         key,

@@ -94,4 +94,24 @@ async fn ids_are_logged_only_once_validated_and_each_request_has_one_metrics_lin
     }
     assert!(metrics[2]["DynamoDbLatency"].is_number());
     assert!(metrics[0].get("DynamoDbLatency").is_none());
+    // No secret set, no KMS call, no KMS time.
+    assert!(metrics.iter().all(|metric| metric.get("KmsLatency").is_none()));
+}
+
+#[tokio::test]
+async fn a_request_that_seals_reports_its_kms_time() {
+    let (logs, _guard) = capture_logs();
+    let route = Route::ApiKeys;
+    let event = Event::put(route, ID, None).json(&serde_json::json!({"api_key": "sk-metrics-1"}));
+    assert_eq!(status(route, event).await, 200);
+    let text = logs.text();
+    let metric = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line.get("_aws").is_some())
+        .unwrap_or_else(|| panic!("no metrics line: {text}"));
+    assert_eq!(metric["Route"], "update-api-key");
+    assert!(metric["KmsLatency"].is_number(), "{metric}");
+    let declared = metric["_aws"]["CloudWatchMetrics"][0]["Metrics"].to_string();
+    assert!(declared.contains("KmsLatency"), "{declared}");
 }

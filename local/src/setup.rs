@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::seal::{self, Sealer};
+use agent_server_shared::store::TableNames;
 use agent_server_shared::{ApiKey, Resource, Table};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;

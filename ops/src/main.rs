@@ -6,8 +6,8 @@
 use std::process::ExitCode;
 
 use agent_server_ops::seal_table;
-use agent_server_shared::config::TableNames;
 use agent_server_shared::seal::{KmsSealer, Sealer};
+use agent_server_shared::store::TableNames;
 
 const USAGE: &str = "usage: seal-api-keys [--table NAME] [--dry-run]
 

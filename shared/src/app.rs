@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
-use crate::config::{ConfigError, Settings, TableNames};
+use crate::config::{ConfigError, Settings};
 use crate::records::{ApiKey, McpServer, Model, Resource};
 use crate::seal::{KmsSealer, Sealer};
+use crate::store::TableNames;
 use crate::store::{DynamoStore, Table};
 
 /// The most the warm-up may add to init. Past it the connection is left to
@@ -158,7 +159,6 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::config::TableNames;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -4,7 +4,6 @@ use std::env;
 
 use crate::auth::DEFAULT_PROJECTS_CLAIM;
 use crate::rules::Policy;
-use crate::store::Table;
 
 /// Why the environment could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -29,58 +28,6 @@ pub struct Settings {
     pub projects_claim: String,
     /// The namespace of the metrics lines (`METRICS_NAMESPACE`).
     pub metrics_namespace: String,
-}
-
-/// The DynamoDB table behind each record kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableNames {
-    /// API keys (`API_KEYS_TABLE`).
-    pub api_keys: String,
-    /// MCP servers (`MCP_SERVERS_TABLE`).
-    pub mcp_servers: String,
-    /// Models (`MODELS_TABLE`).
-    pub models: String,
-}
-
-impl TableNames {
-    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE` and `MODELS_TABLE`,
-    /// each defaulting to its local name.
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| env::var(name).ok())
-    }
-
-    /// As [`TableNames::from_env`], reading variables through `lookup`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let table = |table: Table| {
-            lookup(table.env_var())
-                .filter(|name| !name.trim().is_empty())
-                .unwrap_or_else(|| table.default_name().into())
-        };
-        Self {
-            api_keys: table(Table::ApiKeys),
-            mcp_servers: table(Table::McpServers),
-            models: table(Table::Models),
-        }
-    }
-
-    /// The name of `table`.
-    pub fn name(&self, table: Table) -> &str {
-        match table {
-            Table::ApiKeys => &self.api_keys,
-            Table::McpServers => &self.mcp_servers,
-            Table::Models => &self.models,
-        }
-    }
-}
-
-impl Default for TableNames {
-    fn default() -> Self {
-        Self {
-            api_keys: Table::ApiKeys.default_name().into(),
-            mcp_servers: Table::McpServers.default_name().into(),
-            models: Table::Models.default_name().into(),
-        }
-    }
 }
 
 impl Default for Settings {
@@ -139,6 +86,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{Table, TableNames};
 
     #[test]
     fn defaults_and_overrides() {

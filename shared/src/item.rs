@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::base64;
 use serde_json::{Map, Number, Value};
 
-use crate::rules::Decimal;
+use crate::number::Decimal;
 
 /// One DynamoDB item.
 pub type Item = HashMap<String, AttributeValue>;

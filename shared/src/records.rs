@@ -10,7 +10,6 @@ use serde_json::{Map, Value};
 use crate::item::{Attribute, Item, ItemError, Kind, Sealed};
 pub use crate::provider::ProviderType;
 use crate::rules::{MAX_SECRET_BYTES, MAX_TEXT_CHARS, Rule};
-use crate::store::Table;
 use Access::{Kept, Key, Set, Stamp};
 
 /// Fields no request may set on any record kind, whether or not the kind
@@ -76,6 +75,45 @@ const fn any_sealed(fields: &[Field]) -> bool {
         index += 1;
     }
     false
+}
+
+/// A record kind's table, with its key schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// Partition key `id`.
+    ApiKeys,
+    /// Partition key `project_id`, sort key `id`.
+    McpServers,
+    /// Partition key `project_id`, sort key `id`.
+    Models,
+}
+
+impl Table {
+    /// Every table.
+    pub const ALL: [Table; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+
+    /// The environment variable naming the table.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "API_KEYS_TABLE",
+            Self::McpServers => "MCP_SERVERS_TABLE",
+            Self::Models => "MODELS_TABLE",
+        }
+    }
+
+    /// The name used when the variable is unset (the local run's).
+    pub fn default_name(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "agent-server-api-keys",
+            Self::McpServers => "agent-server-mcp-servers",
+            Self::Models => "agent-server-models",
+        }
+    }
+
+    /// Whether records are keyed by `project_id` as well as `id`.
+    pub fn scoped_by_project(self) -> bool {
+        !matches!(self, Self::ApiKeys)
+    }
 }
 
 /// A record kind served by one update route.

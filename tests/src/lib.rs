@@ -15,10 +15,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::{KmsSealer, MemorySealer, Sealer};
 use agent_server_shared::store::DynamoStore;
+use agent_server_shared::store::TableNames;
 use agent_server_shared::{App, Request, Response, Settings, Store};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use agent_server_shared::config::TableNames;
 use agent_server_shared::rules::Policy;
+use agent_server_shared::store::TableNames;
 use integration_tests::{Route, client, dynamo_app, dynamo_local, repo_root};
 use serde_json::Value;
 

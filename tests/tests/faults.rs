@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_server_shared::Table;
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item;
 use agent_server_shared::store::Key;
+use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, TIME_BUDGET};
 use agent_server_shared::{App, Settings};
 use aws_sdk_dynamodb::Client;

@@ -3,10 +3,10 @@
 //! UpdateItem request.
 
 use agent_server_shared::Table;
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item::Kind;
 use agent_server_shared::records::{Access, Field};
 use agent_server_shared::rules::{MAX_TEXT_CHARS, Rule};
+use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, Key, Store, StoreError, Update};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use agent_server_ops::{Report, seal_item, seal_table};
-use agent_server_shared::config::TableNames;
 use agent_server_shared::item::Item;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::{KmsSealer, Sealer};
+use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, Key};
 use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -6,7 +6,7 @@ use agent_server_shared::item::{self, Item};
 use agent_server_shared::store::{
     DynamoStore, Key, MemoryStore, NoneMatch, Store, StoreError, Update, WRITE_ID,
 };
-use agent_server_shared::{Table, config::TableNames};
+use agent_server_shared::{Table, store::TableNames};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{Route, client, dynamo_local, get_item, put_item, same_json};

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 
 use super::{NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
 use crate::budget::{self, TIME_BUDGET};
-use crate::config::TableNames;
 use crate::item::{self, Item, Kind, MAX_VERSION};
+use crate::store::TableNames;
 /// Error codes outside the modelled ones that still mean "try again later".
 const TRANSIENT_CODES: [&str; 3] = [
     "ServiceUnavailable",

@@ -12,7 +12,7 @@ use super::{
     Key, NoneMatch, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
 };
 use crate::item::{self, Item};
-use crate::rules::Decimal;
+use crate::number::Decimal;
 
 /// Records kept in a map, guarded by a mutex so updates are atomic.
 #[derive(Debug, Default)]

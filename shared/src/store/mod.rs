@@ -9,6 +9,7 @@ mod dynamo;
 #[cfg(feature = "memory-store")]
 mod memory;
 
+use std::env;
 use std::future::Future;
 use std::time::Duration;
 
@@ -21,43 +22,57 @@ pub use memory::MemoryStore;
 
 use crate::item::{Item, Kind};
 use crate::records::Field;
+pub use crate::records::Table;
 
-/// A record kind's table, with its key schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Table {
-    /// Partition key `id`.
-    ApiKeys,
-    /// Partition key `project_id`, sort key `id`.
-    McpServers,
-    /// Partition key `project_id`, sort key `id`.
-    Models,
+/// The DynamoDB table behind each record kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableNames {
+    /// API keys (`API_KEYS_TABLE`).
+    pub api_keys: String,
+    /// MCP servers (`MCP_SERVERS_TABLE`).
+    pub mcp_servers: String,
+    /// Models (`MODELS_TABLE`).
+    pub models: String,
 }
 
-impl Table {
-    /// Every table.
-    pub const ALL: [Table; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+impl TableNames {
+    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE` and `MODELS_TABLE`,
+    /// each defaulting to its local name.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| env::var(name).ok())
+    }
 
-    /// The environment variable naming the table.
-    pub fn env_var(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "API_KEYS_TABLE",
-            Self::McpServers => "MCP_SERVERS_TABLE",
-            Self::Models => "MODELS_TABLE",
+    /// As [`TableNames::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let table = |table: Table| {
+            lookup(table.env_var())
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| table.default_name().into())
+        };
+        Self {
+            api_keys: table(Table::ApiKeys),
+            mcp_servers: table(Table::McpServers),
+            models: table(Table::Models),
         }
     }
 
-    /// The name used when the variable is unset (the local run's).
-    pub fn default_name(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "agent-server-api-keys",
-            Self::McpServers => "agent-server-mcp-servers",
-            Self::Models => "agent-server-models",
+    /// The name of `table`.
+    pub fn name(&self, table: Table) -> &str {
+        match table {
+            Table::ApiKeys => &self.api_keys,
+            Table::McpServers => &self.mcp_servers,
+            Table::Models => &self.models,
         }
     }
+}
 
-    /// Whether records are keyed by `project_id` as well as `id`.
-    pub fn scoped_by_project(self) -> bool {
-        !matches!(self, Self::ApiKeys)
+impl Default for TableNames {
+    fn default() -> Self {
+        Self {
+            api_keys: Table::ApiKeys.default_name().into(),
+            mcp_servers: Table::McpServers.default_name().into(),
+            models: Table::Models.default_name().into(),
+        }
     }
 }
 

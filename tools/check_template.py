@@ -405,7 +405,13 @@ def check_environment(template, resources):
         if variables.get("METRICS_NAMESPACE") != {"Ref": "MetricsNamespace"}:
             problems.append(f"{function} does not get METRICS_NAMESPACE from MetricsNamespace, has "
                             f"{json.dumps(variables.get('METRICS_NAMESPACE'))}")
-        sealing_key = variables.get("SECRETS_KEY_ID")
+        # As deployed: LocalKmsEndpoint (sam local only) left empty.
+        deployed = resolve_if(variables, {"UseLocalKms": False, "UseLocalDynamoDb": False})
+        sealing_key = deployed.get("SECRETS_KEY_ID")
+        if deployed.get("AWS_ENDPOINT_URL_KMS") not in (None, {"Ref": "AWS::NoValue"}):
+            problems.append(f"{function} gets AWS_ENDPOINT_URL_KMS as deployed; it is for sam local only")
+        if function != SEALING_FUNCTION and variables.get("AWS_ENDPOINT_URL_KMS") is not None:
+            problems.append(f"{function} gets AWS_ENDPOINT_URL_KMS, which only {SEALING_FUNCTION} may have")
         if function != SEALING_FUNCTION and sealing_key is not None:
             problems.append(f"{function} gets SECRETS_KEY_ID, which only {SEALING_FUNCTION} may have")
         if function == SEALING_FUNCTION and sealing_key != {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}:
@@ -1528,6 +1534,11 @@ BREAKAGES = [
     ("SECRETS_KEY_ID naming the tables' key", lambda t: _variables(t, SEALING_FUNCTION).update(
         SECRETS_KEY_ID={"Fn::GetAtt": [TABLES_KEY, "Arn"]}), "SECRETS_KEY_ID"),
     ("no SECRETS_KEY_ID", lambda t: _variables(t, SEALING_FUNCTION).pop("SECRETS_KEY_ID"), "SECRETS_KEY_ID"),
+    ("a KMS endpoint as deployed", lambda t: _variables(t, SEALING_FUNCTION).update(
+        AWS_ENDPOINT_URL_KMS="http://127.0.0.1:4566"), "for sam local only"),
+    ("a KMS endpoint on the model function", lambda t: _variables(t, "UpdateModelFunction").update(
+        AWS_ENDPOINT_URL_KMS={"Fn::If": ["UseLocalKms", {"Ref": "LocalKmsEndpoint"}, {"Ref": "AWS::NoValue"}]}),
+        "only UpdateApiKeyFunction may have"),
     ("SECRETS_KEY_ID on the model function", lambda t: _variables(t, "UpdateModelFunction").update(
         SECRETS_KEY_ID={"Fn::GetAtt": [SECRETS_KEY, "Arn"]}), "only UpdateApiKeyFunction may have"),
     ("a table sealed with the secrets key", lambda t: _resource(t, "ModelsTable")["SSESpecification"].update(

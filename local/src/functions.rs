@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_server_shared::Route;
+use crate::routes::Route;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;

@@ -10,6 +10,7 @@
 pub mod event;
 pub mod functions;
 pub mod gateway;
+pub mod routes;
 pub mod samples;
 pub mod setup;
 
@@ -20,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::envelope;
 use agent_server_shared::handler::{AccessEntry, access_log};
-use agent_server_shared::routes::Route as FunctionRoute;
 use agent_server_shared::{ApiError, App, Request, Response, Store};
 use functions::Functions;
 use gateway::Authorizer;
@@ -30,6 +30,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use lambda_http::{Body, Context};
+use routes::Route as FunctionRoute;
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
@@ -74,10 +75,10 @@ async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_
     let Some((route, id)) =
         split_path(&path).and_then(|(collection, id)| Some((FunctionRoute::of_collection(collection)?, id)))
     else {
-        return unrouted(&request, ApiError::RouteNotFound, started, &request_id);
+        return unrouted(&request, Unrouted::NoRoute, started, &request_id);
     };
     if request.method() != lambda_http::http::Method::PUT {
-        return unrouted(&request, ApiError::MethodNotAllowed, started, &request_id);
+        return unrouted(&request, Unrouted::Method, started, &request_id);
     }
     let projects_claim = &local.app.settings.projects_claim;
     let Ok(authorizer) = local.authorizer.context(request.headers(), projects_claim) else {
@@ -126,8 +127,46 @@ fn split_path(path: &str) -> Option<(&str, &str)> {
     (!id.is_empty() && !id.contains('/')).then_some((collection, id))
 }
 
-fn unrouted(request: &Request, error: ApiError, started: Instant, request_id: &str) -> Response {
-    let response = envelope::failure(&error, request_id);
+/// What the local API answers itself, before any function (on AWS, API
+/// Gateway answers these on its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrouted {
+    /// No route serves the path: 404 `not_found`.
+    NoRoute,
+    /// The path exists, not for this method: 405 `method_not_allowed`.
+    Method,
+    /// The body is larger than Lambda takes: the API's own 413.
+    TooLarge,
+}
+
+/// The methods the routes accept, for `Allow` on a 405.
+pub const ALLOWED_METHODS: &str = "PUT";
+
+impl Unrouted {
+    /// The envelope of this answer.
+    pub fn response(self, request_id: &str) -> Response {
+        match self {
+            Self::NoRoute => {
+                envelope::error_envelope(404, "not_found", "No route for this path", None, request_id)
+            }
+            Self::Method => {
+                let mut response = envelope::error_envelope(
+                    405,
+                    "method_not_allowed",
+                    "Method not allowed",
+                    None,
+                    request_id,
+                );
+                envelope::set_header(&mut response, lambda_http::http::header::ALLOW, ALLOWED_METHODS);
+                response
+            }
+            Self::TooLarge => envelope::failure(&ApiError::PayloadTooLarge, request_id),
+        }
+    }
+}
+
+fn unrouted(request: &Request, answer: Unrouted, started: Instant, request_id: &str) -> Response {
+    let response = answer.response(request_id);
     log(request, &response, started, request_id);
     response
 }
@@ -177,7 +216,7 @@ pub async fn respond<S: Store>(
         Err(_) => {
             let request = Request::from_parts(parts, Body::Empty);
             let request_id = uuid::Uuid::new_v4().to_string();
-            unrouted(&request, ApiError::PayloadTooLarge, Instant::now(), &request_id)
+            unrouted(&request, Unrouted::TooLarge, Instant::now(), &request_id)
         }
     };
     let (parts, body) = response.into_parts();
@@ -244,6 +283,19 @@ pub async fn serve<S: Store + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn its_own_answers_are_envelopes() {
+        let not_found = Unrouted::NoRoute.response("r");
+        assert_eq!(not_found.status(), 404);
+        let method = Unrouted::Method.response("r");
+        assert_eq!(method.status(), 405);
+        assert_eq!(method.headers()["allow"], "PUT");
+        let body: serde_json::Value = serde_json::from_slice(method.body().as_ref()).unwrap_or_default();
+        assert_eq!(body["errorDetails"]["code"], "method_not_allowed");
+        assert_eq!(body["status"], 405);
+        assert_eq!(Unrouted::TooLarge.response("r").status(), 413);
+    }
 
     #[test]
     fn paths() {

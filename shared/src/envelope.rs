@@ -12,9 +12,6 @@ use crate::error::{ApiError, FieldError};
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
-/// The methods the routes accept, for `Allow` on a 405.
-pub const ALLOWED_METHODS: &str = "PUT";
-
 #[derive(Serialize)]
 struct Envelope<'a, T: Serialize> {
     error: bool,
@@ -71,33 +68,44 @@ pub fn http_date(timestamp: &str) -> Option<String> {
 /// 503, where it is the one thing an operator needs to find the log line
 /// that explains it (every line a request causes carries it).
 pub fn failure(error: &ApiError, request_id: &str) -> Response {
-    let status = error.status();
     let message = error.to_string();
-    let body: Envelope<'_, Value> = Envelope {
-        error: true,
-        message: &message,
-        data: None,
-        status,
-        error_details: Details {
-            code: Some(error.code()),
-            fields: error.fields(),
-            request_id: matches!(status, 500 | 503).then_some(request_id),
-        },
-    };
-    let mut response = render(status, &body);
+    let mut response = error_envelope(error.status(), error.code(), &message, error.fields(), request_id);
     match error {
         ApiError::Unavailable => set_header(
             &mut response,
             header::RETRY_AFTER,
             &RETRY_AFTER_SECONDS.to_string(),
         ),
-        ApiError::MethodNotAllowed => set_header(&mut response, header::ALLOW, ALLOWED_METHODS),
         ApiError::PreconditionFailed { current_version } => {
             set_header(&mut response, header::ETAG, &etag(current_version))
         }
         _ => {}
     }
     response
+}
+
+/// An error envelope from its parts: what [`failure`] renders for an
+/// [`ApiError`], and what the local API renders for its own answers (an
+/// unknown path, another method), which no function gives.
+pub fn error_envelope(
+    status: u16,
+    code: &'static str,
+    message: &str,
+    fields: Option<&[FieldError]>,
+    request_id: &str,
+) -> Response {
+    let body: Envelope<'_, Value> = Envelope {
+        error: true,
+        message,
+        data: None,
+        status,
+        error_details: Details {
+            code: Some(code),
+            fields,
+            request_id: matches!(status, 500 | 503).then_some(request_id),
+        },
+    };
+    render(status, &body)
 }
 
 fn render<T: Serialize>(status: u16, envelope: &T) -> Response {
@@ -121,7 +129,9 @@ fn render<T: Serialize>(status: u16, envelope: &T) -> Response {
     response
 }
 
-fn set_header(response: &mut Response, name: header::HeaderName, value: &str) {
+/// Sets (replaces) the header `name` of `response` to `value`, if it is a
+/// valid header value.
+pub fn set_header(response: &mut Response, name: header::HeaderName, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
         response.headers_mut().insert(name, value);
     }
@@ -167,7 +177,6 @@ mod tests {
             ApiError::PreconditionFailed { current_version: 3 },
             ApiError::PayloadTooLarge,
             ApiError::UnsupportedMediaType(crate::error::Unsupported::NotJson),
-            ApiError::MethodNotAllowed,
             ApiError::Unavailable,
             ApiError::Internal,
         ];
@@ -186,10 +195,6 @@ mod tests {
     #[test]
     fn headers_that_belong_to_an_error() {
         assert_eq!(failure(&ApiError::Unavailable, "r").headers()["retry-after"], "1");
-        assert_eq!(
-            failure(&ApiError::MethodNotAllowed, "r").headers()["allow"],
-            "PUT"
-        );
         let stale = failure(&ApiError::PreconditionFailed { current_version: 4 }, "r");
         assert_eq!(stale.headers()["etag"], "\"4\"");
     }

@@ -248,12 +248,6 @@ pub enum ApiError {
     /// `Content-Encoding` other than `identity`.
     #[error("{}", .0.message())]
     UnsupportedMediaType(Unsupported),
-    /// No route serves the path (local API only; API Gateway answers itself).
-    #[error("No route for this path")]
-    RouteNotFound,
-    /// The path exists but not for this method (local API only).
-    #[error("Method not allowed")]
-    MethodNotAllowed,
     /// DynamoDB throttled, was unreachable, or the time budget ran out.
     #[error("Service temporarily unavailable, retry later")]
     Unavailable,
@@ -279,8 +273,7 @@ impl ApiError {
             | Self::EmptyUpdate
             | Self::BadRequest => 400,
             Self::Forbidden => 403,
-            Self::NotFound(_) | Self::RouteNotFound => 404,
-            Self::MethodNotAllowed => 405,
+            Self::NotFound(_) => 404,
             Self::PreconditionFailed { .. } => 412,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType(_) => 415,
@@ -301,8 +294,7 @@ impl ApiError {
             Self::EmptyUpdate => "empty_update",
             Self::BadRequest => "invalid_request",
             Self::Forbidden => "forbidden",
-            Self::NotFound(_) | Self::RouteNotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
+            Self::NotFound(_) => "not_found",
             Self::PreconditionFailed { .. } => "precondition_failed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",

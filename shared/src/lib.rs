@@ -25,7 +25,6 @@ pub mod patch;
 pub mod provider;
 pub mod records;
 pub mod request;
-pub mod routes;
 pub mod rules;
 pub mod seal;
 pub mod store;
@@ -37,7 +36,6 @@ pub use handler::update_record;
 pub use provider::ProviderType;
 pub use records::Table;
 pub use records::{ApiKey, McpServer, Model, Resource};
-pub use routes::Route;
 pub use store::Store;
 
 /// The request type every handler takes: `lambda_http`'s, so the Lambda

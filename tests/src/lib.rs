@@ -359,11 +359,11 @@ impl Route {
     pub const ALL: [Route; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
 
     /// The functions' own declaration of this route.
-    pub fn declared(self) -> agent_server_shared::Route {
+    pub fn declared(self) -> local_api::routes::Route {
         match self {
-            Self::ApiKeys => agent_server_shared::Route::ApiKeys,
-            Self::McpServers => agent_server_shared::Route::McpServers,
-            Self::Models => agent_server_shared::Route::Models,
+            Self::ApiKeys => local_api::routes::Route::ApiKeys,
+            Self::McpServers => local_api::routes::Route::McpServers,
+            Self::Models => local_api::routes::Route::Models,
         }
     }
 

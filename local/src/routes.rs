@@ -1,14 +1,13 @@
-//! The three update routes, declared once: the record kind each serves and
-//! the names its function carries. Everything that routes by value (the
-//! local API, the tests, the benchmarks) goes through [`Route`]; the
-//! functions name their record kind in `main.rs` and need no table.
+//! The three update routes as a value: what routes by path (the local API,
+//! its Runtime Interface Emulator mode, the tests, the benchmarks) goes
+//! through [`Route`]. API Gateway's part, not a function's: each function
+//! names its record kind in `main.rs` and needs no table.
 
+use agent_server_shared::records::{ApiKey, Field, McpServer, Model, Resource};
+use agent_server_shared::store::{Store, Table};
+use agent_server_shared::{App, Request, Response, lambda};
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use serde_json::Value;
-
-use crate::records::{ApiKey, Field, McpServer, Model, Resource};
-use crate::store::{Store, Table};
-use crate::{App, Request, Response, lambda};
 
 /// One update route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,9 +88,10 @@ impl Route {
         with_record!(self, R => lambda::respond::<R, S>(app, event, context).await)
     }
 
-    /// The update of a request already read ([`crate::update_record`]).
+    /// The update of a request already read
+    /// ([`agent_server_shared::update_record`]).
     pub async fn update<S: Store>(self, app: &App<S>, request: Request) -> Response {
-        with_record!(self, R => crate::update_record::<R, S>(app, request).await)
+        with_record!(self, R => agent_server_shared::update_record::<R, S>(app, request).await)
     }
 }
 

@@ -6,6 +6,12 @@ use agent_server_shared::store::{Key, Update};
 use aws_sdk_dynamodb::types::AttributeValue;
 use local_api::samples;
 
+/// The sample API key the sealing subjects update.
+pub const API_KEY_ID: &str = samples::API_KEY_ID;
+
+/// The provider key the sealing subjects send: the size of a real one.
+pub const SEALED_KEY: &str = "sk-proj-bench0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567";
+
 /// The update `events/update-model/200-switch-provider.json` asks for, made
 /// without the handler: the sample model, a name, a provider and two
 /// parameters (`max_tokens` = `round`, so every write changes the item).

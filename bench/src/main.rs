@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agent_server_shared::config::TableNames;
+use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, Store};
 use cgroup::{Controller, Group};
-use integration_tests::{DynamoLocal, client, free_port, repo_root};
+use integration_tests::{DynamoLocal, KmsLocal, client, free_port, repo_root};
 use runtime_api::RuntimeApi;
 use stats::Summary;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -127,6 +127,11 @@ struct Subject {
     /// Whether each response must be an API Gateway response with status 200
     /// (the floor only echoes).
     envelope: bool,
+    /// The event it gets, if not `update-model`'s.
+    event: Option<String>,
+    /// Whether it is the API-key function or the KMS floor: it gets the API
+    /// keys' table, the secrets key and the KMS endpoint.
+    kms: bool,
 }
 
 /// What one subject measured in one setup.
@@ -244,7 +249,10 @@ async fn main() {
 
 async fn run(options: Options) -> Result<(), String> {
     let root = repo_root();
+    // The functions build in the main workspace, the harness's own
+    // subjects (floors) in bench/'s.
     let release = root.join("target/release");
+    let floors = root.join("bench/target/release");
     let dynamodb_port = free_port();
     let plain = format!("http://127.0.0.1:{dynamodb_port}");
     eprintln!("bench: DynamoDB Local on {plain}");
@@ -255,7 +263,13 @@ async fn run(options: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let scratch = std::env::temp_dir().join(format!("agent-server-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let tls = tls::Endpoint::start(&scratch, dynamodb_port).await?;
+    let credentials = tls::Credentials::make(&scratch)?;
+    let tls = tls::Endpoint::start(&credentials, dynamodb_port).await?;
+    // KMS, as DynamoDB: moto's server behind a TLS endpoint of the same CA.
+    let kms = KmsLocal::start(free_port()).await;
+    let kms_port = kms.endpoint.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let kms_tls = tls::Endpoint::start(&credentials, kms_port).await?;
+    eprintln!("bench: local KMS on {} (TLS {})", kms.endpoint, kms_tls.url);
     // DynamoDB Local is a JVM: its first thousands of requests run
     // interpreted and are compiled as they come. Warm it up before anything
     // is timed, so that no implementation pays for the emulator's warm-up.
@@ -274,19 +288,28 @@ async fn run(options: Options) -> Result<(), String> {
 
     let event_path = root.join("events/update-model/200-switch-provider.json");
     let event = std::fs::read_to_string(&event_path).map_err(|e| format!("{}: {e}", event_path.display()))?;
+    let (plain_key, sealing_key) = api_key_events(&root)?;
     let api = RuntimeApi::start().await.map_err(|e| e.to_string())?;
 
     let mut subjects = vec![
         rust("update-model (Rust)", release.join("update-model"), true),
-        rust("hello-world floor (Rust)", release.join("hello"), false),
+        rust("hello-world floor (Rust)", floors.join("hello"), false),
         Subject {
             name: "Python 3.11 + boto3".into(),
             program: options.python.clone(),
             args: vec!["-m".into(), "awslambdaric".into(), "handler.handler".into()],
             dir: Some(root.join("bench/python")),
             envelope: true,
+            event: None,
+            kms: false,
         },
-        rust("raw UpdateItem function (Rust)", release.join("raw-update"), true),
+        rust("raw UpdateItem function (Rust)", floors.join("raw-update"), true),
+        api_key_subject("update-api-key, no api_key (Rust)", release.join("update-api-key"), plain_key),
+        api_key_subject("update-api-key, seals api_key (Rust)", release.join("update-api-key"), sealing_key),
+        Subject {
+            kms: true,
+            ..rust("raw Encrypt function (Rust)", floors.join("raw-encrypt"), true)
+        },
     ];
     for (name, path) in &options.also {
         subjects.push(rust(name, path.clone(), true));
@@ -321,6 +344,8 @@ async fn run(options: Options) -> Result<(), String> {
             api: &api,
             event: &event,
             endpoint: if setup.tls { &tls.url } else { &plain },
+            kms_endpoint: if setup.tls { &kms_tls.url } else { &kms.endpoint },
+            key_id: &kms.key_id,
             tls: setup.tls.then_some(&tls),
             controller,
             options: &options,
@@ -353,6 +378,7 @@ async fn run(options: Options) -> Result<(), String> {
     }
     let raw = raw_update_item(&plain, options.raw).await?;
     dynamodb.stop();
+    kms.stop();
     let _ = std::fs::remove_dir_all(&scratch);
 
     let sizes = bootstrap_sizes(&root);
@@ -385,7 +411,31 @@ fn rust(name: &str, program: PathBuf, envelope: bool) -> Subject {
         args: vec![],
         dir: None,
         envelope,
+        event: None,
+        kms: false,
     }
+}
+
+/// `update-api-key` on the sample key, with `event` (one sets `api_key`).
+fn api_key_subject(name: &str, program: PathBuf, event: String) -> Subject {
+    Subject {
+        event: Some(event),
+        kms: true,
+        ..rust(name, program, true)
+    }
+}
+
+/// The API-key sample event, and the same with `api_key` set: the two
+/// requests the sealing targets compare.
+fn api_key_events(root: &Path) -> Result<(String, String), String> {
+    let path = root.join("events/update-api-key/200-rename-and-disable.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut event: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let mut body: serde_json::Value =
+        serde_json::from_str(event["body"].as_str().unwrap_or("{}")).map_err(|e| e.to_string())?;
+    body["api_key"] = serde_json::Value::from(agent_server_bench::SEALED_KEY);
+    event["body"] = serde_json::Value::from(body.to_string());
+    Ok((text, event.to_string()))
 }
 
 /// Everything one setup's measurements share.
@@ -394,6 +444,8 @@ struct Context<'a> {
     api: &'a RuntimeApi,
     event: &'a str,
     endpoint: &'a str,
+    kms_endpoint: &'a str,
+    key_id: &'a str,
     tls: Option<&'a tls::Endpoint>,
     controller: Option<&'a Controller>,
     options: &'a Options,
@@ -412,10 +464,13 @@ async fn measure(
         api,
         event,
         endpoint,
+        kms_endpoint,
+        key_id,
         tls,
         controller,
         options,
     } = context;
+    let event = subject.event.as_deref().unwrap_or(event);
     let Measured {
         init_ms: init,
         first_ms: first,
@@ -482,6 +537,15 @@ async fn measure(
         .kill_on_drop(true);
     if let Some(dir) = &subject.dir {
         command.current_dir(dir);
+    }
+    if subject.kms {
+        // As template.yaml configures the API-key function.
+        command
+            .env_remove("MODELS_TABLE")
+            .env("AWS_LAMBDA_FUNCTION_NAME", "update-api-key")
+            .env("API_KEYS_TABLE", "agent-server-api-keys")
+            .env("SECRETS_KEY_ID", key_id)
+            .env("AWS_ENDPOINT_URL_KMS", kms_endpoint);
     }
     match tls {
         // Trusting the run's CA the way an operator trusts another one.
@@ -805,6 +869,31 @@ fn targets(results: &[SetupResult]) -> String {
         }),
         1.3,
         "≤ 1.3",
+    );
+    let plain_key = primary.and_then(|m| find(m, "update-api-key, no api_key"));
+    let sealing = primary.and_then(|m| find(m, "update-api-key, seals api_key"));
+    let encrypt = primary.and_then(|m| find(m, "raw Encrypt"));
+    row(
+        "sealing cold request / same function's cold request without api_key",
+        sealing.zip(plain_key).map(|(s, p)| {
+            let ratio = cold(s) / cold(p);
+            (ratio, format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)))
+        }),
+        1.5,
+        "≤ 1.5",
+    );
+    row(
+        "sealing warm request − warm request without api_key, over a bare warm Encrypt",
+        sealing.zip(plain_key).zip(encrypt).map(|((s, p), e)| {
+            let warm = |m: &Measured| Summary::of(&m.warm_ms).median;
+            let added = warm(s) - warm(p);
+            (
+                added / warm(e),
+                format!("{:.2} ({added:.2} ms added against {:.2} ms)", added / warm(e), warm(e)),
+            )
+        }),
+        1.0,
+        "≤ 1",
     );
     out.push('\n');
     out

@@ -1,7 +1,7 @@
-//! The TLS endpoint in front of DynamoDB Local, as DynamoDB is on AWS: a
-//! throwaway CA made for the run, a certificate for `127.0.0.1` signed by
-//! it, and a terminator that decrypts each connection and relays it to
-//! DynamoDB Local's plain HTTP port.
+//! The TLS endpoints in front of DynamoDB Local and the local KMS, as both
+//! are on AWS: a throwaway CA made for the run, a certificate for
+//! `127.0.0.1` signed by it, and a terminator per backend that decrypts
+//! each connection and relays it to the backend's plain HTTP port.
 //!
 //! The functions trust the CA the way an operator would trust another one:
 //! `SSL_CERT_FILE` (the Rust SDK's trust store) and `AWS_CA_BUNDLE` (boto3),
@@ -35,12 +35,30 @@ pub struct Endpoint {
     accepted: Arc<AtomicUsize>,
 }
 
-impl Endpoint {
-    /// Makes a CA and a server certificate in `dir`, and starts relaying
-    /// `https://127.0.0.1:<free port>` to `127.0.0.1:<backend_port>`.
-    pub async fn start(dir: &Path, backend_port: u16) -> Result<Self, String> {
+/// The run's CA and the server configuration it signed, shared by every
+/// endpoint (DynamoDB's and KMS's), so one bundle trusts them all.
+pub struct Credentials {
+    bundle: PathBuf,
+    config: Arc<ServerConfig>,
+}
+
+impl Credentials {
+    /// Makes a CA and a server certificate for `127.0.0.1` in `dir`.
+    pub fn make(dir: &Path) -> Result<Self, String> {
         let (bundle, config) = credentials(dir)?;
-        let acceptor = TlsAcceptor::from(Arc::new(config));
+        Ok(Self {
+            bundle,
+            config: Arc::new(config),
+        })
+    }
+}
+
+impl Endpoint {
+    /// Starts relaying `https://127.0.0.1:<free port>` to
+    /// `127.0.0.1:<backend_port>` with `credentials`.
+    pub async fn start(credentials: &Credentials, backend_port: u16) -> Result<Self, String> {
+        let bundle = credentials.bundle.clone();
+        let acceptor = TlsAcceptor::from(Arc::clone(&credentials.config));
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| e.to_string())?;
@@ -96,7 +114,7 @@ fn credentials(dir: &Path) -> Result<(PathBuf, ServerConfig), String> {
     let mut server = CertificateParams::new(vec!["127.0.0.1".to_string()]).map_err(fail)?;
     server
         .distinguished_name
-        .push(DnType::CommonName, "agent-server bench DynamoDB");
+        .push(DnType::CommonName, "agent-server bench endpoints");
     let server_cert = server.signed_by(&server_key, &issuer).map_err(fail)?;
 
     let system = SYSTEM_BUNDLE

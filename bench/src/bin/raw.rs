@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_server_shared::config::TableNames;
+use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, Store};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;

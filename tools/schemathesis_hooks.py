@@ -2,7 +2,7 @@
 
 openapi.yaml's `Endpoint` pattern states a URL's shape and no more, so that a
 client validating with it never refuses an endpoint the service accepts
-(tests/tests/openapi.rs holds it to that). The host rules (no metadata,
+(tests/tests/integration/openapi.rs holds it to that). The host rules (no metadata,
 link-local or reserved address; private ranges only where allowed) are the
 service's, and no pattern can state them, so a schema-valid endpoint may still
 be refused. Schemathesis requires every schema-valid body to be accepted: in

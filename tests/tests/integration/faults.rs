@@ -129,10 +129,8 @@ async fn a_stopped_database_is_503_within_budget_and_recovery_is_automatic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_never_answers_is_503_within_budget() {
     // Accepts connections and reads, but never writes a byte back.
-    let silent = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let endpoint = format!("http://{}", silent.local_addr().unwrap_or_else(|e| panic!("{e}")));
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((stream, _)) = silent.accept().await {
@@ -159,10 +157,8 @@ async fn a_database_that_never_answers_is_503_within_budget() {
 /// first answer it relays by `delay` (clearing `hold`): the database has
 /// applied the write, the client does not hear of it in time.
 async fn late_proxy(upstream: String, hold: Arc<AtomicBool>, delay: Duration) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -213,7 +209,7 @@ async fn a_write_answered_late_is_applied_once_and_answered_truthfully() {
     };
     let stored_version = || async {
         let stored = get_item(&dynamo, Table::Models, &key).await.unwrap_or_default();
-        item::version(&stored).unwrap_or_else(|e| panic!("{e}"))
+        item::version(&stored).unwrap()
     };
     let url = format!("{base}/api/agent-server/models/{ID}?project_id={PROJECT}");
     let put = |if_match: Option<&'static str>, name: &'static str| {

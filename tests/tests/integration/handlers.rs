@@ -503,7 +503,7 @@ async fn a_non_json_content_type_is_unsupported_media_type() {
 fn failing(error: StoreError) -> App<Failing> {
     App {
         store: Failing(error),
-        settings: Settings::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}")),
+        settings: Settings::from_lookup(|_| None).unwrap(),
         sealer: Some(integration_tests::memory_sealer()),
     }
 }

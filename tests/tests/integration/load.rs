@@ -164,9 +164,7 @@ async fn send(
         request = request.header("if-match", tag);
     }
     let body = json!({ write.field: write.value }).to_string();
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request.body(Full::new(Bytes::from(body))).unwrap();
     let response = http
         .request(request)
         .await

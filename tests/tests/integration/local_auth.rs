@@ -39,7 +39,7 @@ fn hs256(claims: &Value, secret: &[u8]) -> String {
         claims,
         &EncodingKey::from_secret(secret),
     )
-    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap()
 }
 
 async fn serve(authorizer: JwtAuthorizer) -> String {
@@ -95,7 +95,7 @@ fn hs256_raw(header: &str, payload: &str) -> String {
         &EncodingKey::from_secret(SECRET),
         Algorithm::HS256,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     format!("{message}.{signature}")
 }
 
@@ -106,7 +106,7 @@ fn assert_unauthorized(reply: &Reply, case: &str) {
 
 #[tokio::test]
 async fn a_token_changes_its_projects_and_nothing_else() {
-    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap()).await;
     let (own, other, id) = seed().await;
     let before = stored_name(&other, &id).await;
 
@@ -165,7 +165,7 @@ async fn a_token_changes_its_projects_and_nothing_else() {
 
 #[tokio::test]
 async fn crit_headers_repeated_claims_and_raw_bytes_in_the_target_are_refused() {
-    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap()).await;
     let (own, _, id) = seed().await;
     let before = stored_name(&own, &id).await;
     let payload = |projects: &str| {
@@ -220,14 +220,12 @@ async fn crit_headers_repeated_claims_and_raw_bytes_in_the_target_are_refused() 
         &b"/api/agent-server/mod\xc3\xa9ls/x"[..],
         b"/api/agent-server/models/\xe2\x80\xae",
     ] {
-        let mut stream = tokio::net::TcpStream::connect(address)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
         let mut request = b"PUT ".to_vec();
         request.extend_from_slice(target);
         request
             .extend_from_slice(b" HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
-        stream.write_all(&request).await.unwrap_or_else(|e| panic!("{e}"));
+        stream.write_all(&request).await.unwrap();
         let mut answer = Vec::new();
         let _ = stream.read_to_end(&mut answer).await;
         let answer = String::from_utf8_lossy(&answer);
@@ -238,7 +236,7 @@ async fn crit_headers_repeated_claims_and_raw_bytes_in_the_target_are_refused() 
 
 #[tokio::test]
 async fn bad_or_missing_tokens_get_api_gateways_401_and_write_nothing() {
-    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap_or_else(|e| panic!("{e}"))).await;
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap()).await;
     let (own, _, id) = seed().await;
     let before = stored_name(&own, &id).await;
     let with = |change: &dyn Fn(&mut serde_json::Map<String, Value>)| {
@@ -331,23 +329,23 @@ async fn bad_or_missing_tokens_get_api_gateways_401_and_write_nothing() {
 
 #[tokio::test]
 async fn es256_tokens_verify_against_a_jwks() {
-    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap_or_else(|e| panic!("{e}"));
-    let pkcs8 = pair.to_pkcs8v1().unwrap_or_else(|e| panic!("{e}"));
+    let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+    let pkcs8 = pair.to_pkcs8v1().unwrap();
     let key = EncodingKey::from_ec_der(pkcs8.as_ref());
-    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap_or_else(|e| panic!("{e}"));
+    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
     jwk.common.key_id = Some("key-1".into());
-    let jwks = serde_json::to_string(&JwkSet { keys: vec![jwk] }).unwrap_or_else(|e| panic!("{e}"));
-    let base = serve(JwtAuthorizer::with_jwks(&jwks).unwrap_or_else(|e| panic!("{e}"))).await;
+    let jwks = serde_json::to_string(&JwkSet { keys: vec![jwk] }).unwrap();
+    let base = serve(JwtAuthorizer::with_jwks(&jwks).unwrap()).await;
     let (own, other, id) = seed().await;
 
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some("key-1".into());
-    let token = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap_or_else(|e| panic!("{e}"));
+    let token = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap();
     assert_eq!(put(&base, &own, &id, Some(&token)).await.status, 200);
     assert_eq!(put(&base, &other, &id, Some(&token)).await.status, 403);
 
     header.kid = Some("unknown-key".into());
-    let unknown = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap_or_else(|e| panic!("{e}"));
+    let unknown = jsonwebtoken::encode(&header, &claims(&own), &key).unwrap();
     assert_unauthorized(&put(&base, &own, &id, Some(&unknown)).await, "unknown kid");
     // An HS256 token signed with the public key's text must not pass (alg confusion).
     assert_unauthorized(

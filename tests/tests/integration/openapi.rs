@@ -64,7 +64,7 @@ struct Route {
 }
 
 fn record_fields<R: Resource>() -> Vec<String> {
-    let record = R::from_item(&Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let record = R::from_item(&Default::default()).unwrap();
     let json = serde_json::to_string(&record).unwrap_or_default();
     let value: Value = serde_json::from_str(&json).unwrap_or_default();
     let mut names: Vec<String> = keys(&value).into_iter().collect();
@@ -424,7 +424,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
     use agent_server_shared::rules::Rule;
     let doc = document();
     let pattern = schema(&doc, "Endpoint")["pattern"].as_str().unwrap_or_default();
-    let pattern = regex::Regex::new(pattern).unwrap_or_else(|e| panic!("{e}"));
+    let pattern = regex::Regex::new(pattern).unwrap();
     let codes = |url: &str| rule_codes(Rule::Endpoint, url);
     for accepted in [
         "https://mcp.example.com/sse",

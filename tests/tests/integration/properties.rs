@@ -102,9 +102,7 @@ fn body(route: Route) -> BoxedStrategy<Map<String, Value>> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"))
+    tokio::runtime::Builder::new_current_thread().build().unwrap()
 }
 
 fn event(route: Route) -> Event {

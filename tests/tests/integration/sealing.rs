@@ -230,9 +230,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
         api_keys: table.clone(),
         ..TableNames::default()
     };
-    local_api::setup::create_tables(&dynamo, &tables)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
     let put = |id: &str, api_key: Option<AttributeValue>| {
         let mut item = Route::ApiKeys.item("", id);
         item.insert("version".into(), AttributeValue::N("7".into()));
@@ -263,7 +261,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
             agent_server_shared::budget::TIME_BUDGET,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     put(&ids[2], Some(AttributeValue::B(already.into()))).await;
     put(&ids[3], None).await;
     put(&ids[4], Some(AttributeValue::N("5".into()))).await;
@@ -284,9 +282,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     };
     let before: Vec<Item> = futures_of(&ids, read).await;
 
-    let dry = seal_table(&dynamo, &table, &sealer, true)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let dry = seal_table(&dynamo, &table, &sealer, true).await.unwrap();
     let expected = Report {
         scanned: 5,
         sealed: 2,
@@ -298,9 +294,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     assert_eq!(dry, expected);
     assert_eq!(futures_of(&ids, read).await, before, "a dry run wrote");
 
-    let done = seal_table(&dynamo, &table, &sealer, false)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let done = seal_table(&dynamo, &table, &sealer, false).await.unwrap();
     assert_eq!(done, expected);
     for (index, plain) in [(0, "sk-plain-0"), (1, "sk-plain-1"), (2, "sk-sealed-2")] {
         let item = read(&ids[index]).await;
@@ -320,9 +314,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     assert_eq!(read(&ids[4]).await, before[4]);
 
     // Again: nothing left to seal.
-    let again = seal_table(&dynamo, &table, &sealer, false)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let again = seal_table(&dynamo, &table, &sealer, false).await.unwrap();
     assert_eq!((again.sealed, again.already_sealed), (0, 3));
 
     // Concurrent writes between the scan and the write. One set a new key
@@ -338,7 +330,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
             agent_server_shared::budget::TIME_BUDGET,
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     put(&raced, Some(AttributeValue::B(newer.clone().into()))).await;
     let mut report = Report::default();
     seal_item(&dynamo, &table, &sealer, scanned, false, &mut report).await;

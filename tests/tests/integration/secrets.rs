@@ -119,7 +119,7 @@ async fn secrets_never_reach_a_response_or_a_log_line() {
     ] {
         let failing = App {
             store: Failing(error),
-            settings: Settings::from_lookup(|_| None).unwrap_or_else(|e| panic!("{e}")),
+            settings: Settings::from_lookup(|_| None).unwrap(),
             sealer: Some(integration_tests::memory_sealer()),
         };
         let response = Route::ApiKeys

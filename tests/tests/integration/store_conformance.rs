@@ -87,7 +87,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
 
 fn field_json(item: &Item, name: &str) -> Value {
     item.get(name)
-        .map(|attribute| item::to_json(name, attribute).unwrap_or_else(|e| panic!("{e}")))
+        .map(|attribute| item::to_json(name, attribute).unwrap())
         .unwrap_or(Value::Null)
 }
 
@@ -180,13 +180,13 @@ async fn parameters_of_every_json_type_round_trip<B: Backend>(backend: &B) {
             "array": [1, "two", null, [3], {"four": 4}], "empty_array": [], "empty_object": {},
             "nested": {"reasoning": {"effort": "high", "budget": 1024}}}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let (project, id) = (new_id(), new_id());
     backend.put(route.table(), route.item(&project, &id)).await;
     let key = key(route, &project, &id);
     let set = vec![("parameters", item::to_attribute(&parameters))];
     let returned = backend.update(update(route, key.clone(), set)).await;
-    let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+    let returned = returned.unwrap();
     assert!(
         same_json(&field_json(&returned, "parameters"), &parameters),
         "returned {}",
@@ -215,7 +215,7 @@ async fn headers_and_parameters_are_replaced_not_merged<B: Backend>(backend: &B)
         let returned = backend
             .update(update(route, key(route, &project, &id), set))
             .await;
-        let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+        let returned = returned.unwrap();
         assert!(
             same_json(&field_json(&returned, name), &value),
             "{route:?} merged"
@@ -231,7 +231,7 @@ async fn updated_at_moves_and_created_at_stays<B: Backend>(backend: &B) {
         let returned = backend
             .update(update(route, key(route, &project, &id), set))
             .await;
-        let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+        let returned = returned.unwrap();
         assert_eq!(
             returned["updated_at"],
             AttributeValue::S("2026-11-21T14:55:00.123Z".into())
@@ -251,7 +251,7 @@ async fn version_counts_every_update<B: Backend>(backend: &B) {
         for expected in 1..=3 {
             let set = vec![("name", AttributeValue::S(format!("v{expected}")))];
             let returned = backend.update(update(route, key.clone(), set)).await;
-            let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+            let returned = returned.unwrap();
             assert_eq!(item::version(&returned), Ok(expected), "{route:?}");
         }
     }
@@ -370,10 +370,7 @@ async fn who_and_which_fields_are_stored<B: Backend>(backend: &B) {
             ("name", AttributeValue::S("n".into())),
             (other, AttributeValue::Null(true)),
         ];
-        let written = backend
-            .update(update(route, key.clone(), set))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let written = backend.update(update(route, key.clone(), set)).await.unwrap();
         assert_eq!(
             written.get("updated_by"),
             Some(&AttributeValue::S("store-conformance".into()))
@@ -392,7 +389,7 @@ async fn who_and_which_fields_are_stored<B: Backend>(backend: &B) {
             updated_by: None,
             ..update(route, key.clone(), vec![("name", AttributeValue::S("m".into()))])
         };
-        let written = backend.update(anonymous).await.unwrap_or_else(|e| panic!("{e}"));
+        let written = backend.update(anonymous).await.unwrap();
         assert_eq!(written.get("updated_by"), None, "{route:?}");
         assert_eq!(
             written.get("updated_fields"),
@@ -541,7 +538,7 @@ async fn numbers_at_the_extremes_are_stored<B: Backend>(backend: &B) {
         "smallest": 1e-130, "negative_smallest": -1E-130, "largest": 9.9999999999999999999999999999999999999e125,
         "padded_exponent": 1e0000000000000000000000125, "digits": 12345678901234567890123456789012345678,
         "fraction": 0.00012345678901234567890123456789012345678, "long_zeros": 1234567890123456789012345678901234567800000}"#;
-    let parameters: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+    let parameters: Value = serde_json::from_str(text).unwrap();
     let mut errors = agent_server_shared::error::FieldErrors::new();
     agent_server_shared::rules::Rule::Parameters.check(
         "parameters",
@@ -560,7 +557,7 @@ async fn numbers_at_the_extremes_are_stored<B: Backend>(backend: &B) {
     let key = key(route, &project, &id);
     let set = vec![("parameters", item::to_attribute(&parameters))];
     let returned = backend.update(update(route, key.clone(), set)).await;
-    let returned = returned.unwrap_or_else(|e| panic!("{e}"));
+    let returned = returned.unwrap();
     assert!(same_json(&field_json(&returned, "parameters"), &parameters));
     let stored = backend.get(route.table(), &key).await.unwrap_or_default();
     assert!(same_json(&field_json(&stored, "parameters"), &parameters));
@@ -641,7 +638,7 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
         let mut odd = route.item(&project, &id);
         odd.insert(WRITE_ID.into(), AttributeValue::N("7".into()));
         backend.put(route.table(), odd).await;
-        let odd_key = crate::key(route, &project, &id);
+        let odd_key = self::key(route, &project, &id);
         let mut same_text = update(route, odd_key, vec![("name", AttributeValue::S("x".into()))]);
         same_text.write_id = "7".into();
         let written = backend.update(same_text).await.map(|item| item::version(&item));

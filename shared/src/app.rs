@@ -73,19 +73,24 @@ impl App<DynamoStore> {
             .load()
             .await;
         let store = DynamoStore::from_config(&config, TableNames::from_env());
-        let kms = key_id.map(|key_id| KmsSealer::from_config(&config, key_id));
+        // Every use of the KMS client sits behind the constant N::SEALS, so
+        // a function that seals nothing does not link it.
+        let kms = match key_id {
+            Some(key_id) if N::SEALS => Some(KmsSealer::from_config(&config, key_id)),
+            _ => None,
+        };
         if let Some(table) = own_table(|name| std::env::var(name).ok()) {
             // Failures are logged inside; the first request connects instead.
             let table = store.tables().name(table);
             match &kms {
-                Some(kms) => drop(tokio::join!(warm_up(&store, table), warm_up_kms(kms))),
-                None => drop(warm_up(&store, table).await),
+                Some(kms) if N::SEALS => drop(tokio::join!(warm_up(&store, table), warm_up_kms(kms))),
+                _ => drop(warm_up(&store, table).await),
             }
         }
         Ok(Self {
             store,
             settings,
-            sealer: kms.map(Sealer::Kms),
+            sealer: if N::SEALS { kms.map(Sealer::Kms) } else { None },
         })
     }
 }

@@ -116,8 +116,19 @@ fn unmodified_before(request: &Request) -> Option<String> {
     let (Some(line), None) = (lines.next(), lines.next()) else {
         return None;
     };
-    let date = httpdate::parse_http_date(line.to_str().ok()?.trim_matches([' ', '\t'])).ok()?;
-    let bound = chrono::DateTime::<chrono::Utc>::from(date) + chrono::Duration::seconds(1);
+    let text = line.to_str().ok()?.trim_matches([' ', '\t']);
+    // IMF-fixdate first with chrono, which reads years before 1970 too (a
+    // valid HTTP-date, earlier than every write); httpdate for the two
+    // obsolete forms.
+    let date = match chrono::NaiveDateTime::parse_from_str(text, "%a, %d %b %Y %H:%M:%S GMT") {
+        Ok(date) => date.and_utc(),
+        Err(_) => chrono::DateTime::<chrono::Utc>::from(httpdate::parse_http_date(text).ok()?),
+    };
+    let bound = date + chrono::Duration::seconds(1);
+    // Past year 9999 the stored format has no spelling; every write is earlier.
+    if chrono::Datelike::year(&bound) > 9999 {
+        return None;
+    }
     Some(bound.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 

@@ -102,7 +102,13 @@ impl KmsSealer {
 fn classify<E: ProvideErrorMetadata, R>(error: SdkError<E, R>) -> SealError {
     match error {
         SdkError::TimeoutError(_) => SealError::Unavailable("time budget exhausted".into()),
-        SdkError::DispatchFailure(failure) if failure.is_io() || failure.is_timeout() => {
+        // A connection dropped mid-answer is a transient error of the
+        // client's own: as unavailable as a refused connection.
+        SdkError::DispatchFailure(failure)
+            if failure.is_io()
+                || failure.is_timeout()
+                || failure.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError) =>
+        {
             SealError::Unavailable("connection failed".into())
         }
         SdkError::DispatchFailure(_) => SealError::Refused("request could not be sent".into()),

@@ -233,7 +233,9 @@ fn classify<R>(
     Err(match error {
         SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
         SdkError::DispatchFailure(failure) => {
-            if failure.is_io() || failure.is_timeout() {
+            // A connection dropped mid-answer is a transient error of the client's own.
+            let transient = failure.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError);
+            if failure.is_io() || failure.is_timeout() || transient {
                 StoreError::Unavailable("connection failed".into())
             } else {
                 StoreError::Internal("request could not be sent".into())

@@ -115,8 +115,12 @@ async fn apply<R: Resource, S: Store>(
     } else {
         Ok(false)
     };
-    // Time in KMS, if it was called (a request setting no secret makes no call).
-    if !matches!(sealed, Ok(false)) {
+    // Time in KMS, if it was called: a value sealed, or KMS's own failure (not a
+    // missing sealer). A request setting no secret makes no call.
+    if matches!(
+        sealed,
+        Ok(true) | Err(SealError::Unavailable(_) | SealError::Refused(_))
+    ) {
         seen.calls.kms = Some(calls_started.elapsed());
     }
     sealed.map_err(|error| sealing_failed(R::ROUTE, error))?;

@@ -87,14 +87,19 @@ pub struct Preconditions {
 /// malformed. The tag limit is checked while reading, so a huge header
 /// costs no more than its first [`MAX_IF_MATCH_TAGS`] + 1 tags.
 pub fn preconditions(request: &Request) -> Result<Preconditions, ApiError> {
-    let if_match = match tag_list(request, &header::IF_MATCH, ApiError::InvalidIfMatch)? {
+    let if_match = match tag_list(request, &header::IF_MATCH, false, ApiError::InvalidIfMatch)? {
         None | Some(TagList::Any) => None,
-        Some(TagList::Tags(tags)) => Some(versions(&tags, false)),
+        Some(TagList::Versions(versions)) => Some(versions),
     };
-    let if_none_match = match tag_list(request, &header::IF_NONE_MATCH, ApiError::InvalidIfNoneMatch)? {
+    let if_none_match = match tag_list(
+        request,
+        &header::IF_NONE_MATCH,
+        true,
+        ApiError::InvalidIfNoneMatch,
+    )? {
         None => None,
         Some(TagList::Any) => Some(NoneMatch::Any),
-        Some(TagList::Tags(tags)) => Some(NoneMatch::Versions(versions(&tags, true))),
+        Some(TagList::Versions(versions)) => Some(NoneMatch::Versions(versions)),
     };
     let unmodified_before = if request.headers().contains_key(header::IF_MATCH) {
         None
@@ -132,19 +137,24 @@ fn unmodified_before(request: &Request) -> Option<String> {
     Some(bound.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
-/// A precondition header's value: `*`, or a list of entity tags.
-enum TagList<'a> {
+/// A precondition header's value: `*`, or the versions its entity tags
+/// name.
+enum TagList {
     Any,
-    Tags(Vec<EntityTag<'a>>),
+    Versions(Vec<u64>),
 }
 
 /// Reads the entity-tag list of header `name` (all its lines), or `None`
 /// without it; a malformed one is `invalid` (with the header's own code).
-fn tag_list<'a>(
-    request: &'a Request,
+/// Weak tags name a version only where `weak` comparison applies
+/// (If-None-Match); only the canonical decimal spelling is an ETag this
+/// service issued.
+fn tag_list(
+    request: &Request,
     name: &header::HeaderName,
+    weak: bool,
     invalid: fn(FieldError) -> ApiError,
-) -> Result<Option<TagList<'a>>, ApiError> {
+) -> Result<Option<TagList>, ApiError> {
     let (header_name, code) = if *name == header::IF_MATCH {
         ("If-Match", "invalid_if_match")
     } else {
@@ -170,65 +180,40 @@ fn tag_list<'a>(
     {
         return Ok(Some(TagList::Any));
     }
-    let mut tags = Vec::new();
+    let mut versions = Vec::new();
+    let mut tags = 0;
     for line in lines {
         // RFC 9110's etagc includes obs-text (bytes 0x80-0xFF), which
         // `to_str` refuses; such a tag is well-formed and matches no version.
-        let Ok(text) = std::str::from_utf8(line.as_bytes()) else {
-            for tag in EntityTags(&String::from_utf8_lossy(line.as_bytes())) {
-                tag.ok_or_else(malformed)?;
-                tags.push(EntityTag::Weak);
-                if tags.len() > MAX_IF_MATCH_TAGS {
-                    return Err(too_many(invalid, header_name, code));
-                }
+        let text = String::from_utf8_lossy(line.as_bytes());
+        for tag in EntityTags(&text) {
+            tags += 1;
+            if tags > MAX_IF_MATCH_TAGS {
+                return Err(invalid(FieldError::new(
+                    header_name,
+                    code,
+                    format!("must list at most {MAX_IF_MATCH_TAGS} entity tags"),
+                )));
             }
-            continue;
-        };
-        for tag in EntityTags(text) {
-            tags.push(tag.ok_or_else(malformed)?);
-            if tags.len() > MAX_IF_MATCH_TAGS {
-                return Err(too_many(invalid, header_name, code));
+            let opaque = match tag.ok_or_else(malformed)? {
+                EntityTag::Strong(opaque) => opaque,
+                EntityTag::Weak(opaque) if weak => opaque,
+                EntityTag::Weak(_) => continue,
+            };
+            if let Ok(version) = opaque.parse::<u64>()
+                && version.to_string() == opaque
+                && !versions.contains(&version)
+            {
+                versions.push(version);
             }
         }
     }
-    Ok(Some(TagList::Tags(tags)))
-}
-
-fn too_many(invalid: fn(FieldError) -> ApiError, header_name: &str, code: &'static str) -> ApiError {
-    invalid(FieldError::new(
-        header_name,
-        code,
-        format!("must list at most {MAX_IF_MATCH_TAGS} entity tags"),
-    ))
-}
-
-/// The versions `tags` name: only the canonical decimal spelling is an
-/// ETag this service issued; weak tags count only when `weak` comparison
-/// applies (If-None-Match).
-fn versions(tags: &[EntityTag<'_>], weak: bool) -> Vec<u64> {
-    let mut versions = Vec::new();
-    for tag in tags {
-        let opaque = match tag {
-            EntityTag::Strong(opaque) => opaque,
-            EntityTag::WeakOf(opaque) if weak => opaque,
-            _ => continue,
-        };
-        if let Ok(version) = opaque.parse::<u64>()
-            && version.to_string() == *opaque
-            && !versions.contains(&version)
-        {
-            versions.push(version);
-        }
-    }
-    versions
+    Ok(Some(TagList::Versions(versions)))
 }
 
 enum EntityTag<'a> {
     Strong(&'a str),
-    /// A weak tag's opaque part.
-    WeakOf(&'a str),
-    /// A tag that names no version this service issued (obs-text).
-    Weak,
+    Weak(&'a str),
 }
 
 /// Reads RFC 9110 `#entity-tag` one tag at a time: `Some(None)` for a
@@ -271,7 +256,7 @@ fn read_tag(text: &str) -> Option<(EntityTag<'_>, &str)> {
         return None;
     }
     let tag = if weak {
-        EntityTag::WeakOf(opaque)
+        EntityTag::Weak(opaque)
     } else {
         EntityTag::Strong(opaque)
     };

@@ -19,22 +19,29 @@ export SAM_CLI_TELEMETRY := 0
 FN ?=
 EVENT ?=
 
-.PHONY: lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+# Every debug binary (the functions, local-api, ops and its examples) in one
+# build over the whole workspace: features then unify exactly as under
+# `cargo test --workspace`, so tests, local runs and acceptance runs share
+# one compile of each dependency instead of one per feature set.
+BUILD := cargo build --locked --workspace --bins --examples
+
+.PHONY: client-tools lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 LAMBDA ?=
 run: dynamodb-local $(TOOLS) ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
-	cargo build --locked -p local-api $(if $(filter 1,$(LAMBDA)),$(addprefix -p ,$(FUNCTIONS)))
+	$(BUILD)
 	LAMBDA='$(LAMBDA)' scripts/run-local.sh
 
 invoke: $(TOOLS) dynamodb-local ## Run a function under AWS's Runtime Interface Emulator: make invoke FN=update-model EVENT=events/update-model/200-switch-provider.json
 	@[ -n "$(FN)" ] && [ -n "$(EVENT)" ] || { echo "usage: make invoke FN=<function> EVENT=events/<function>/<file>.json" >&2; exit 2; }
-	cargo build --locked -p $(FN) -p local-api
+	$(BUILD)
 	FN='$(FN)' EVENT='$(EVENT)' scripts/invoke.sh
 
-test: check validate unit events-rie-test api-test events-test sealing-test clients lambda-test package ## Every check and test (what CI runs)
+test: ## Every check and test, then the arm64 package (what CI runs); the package builds at low priority beside the tests
+	scripts/test.sh
 
 check: ## Formatting and lints
 	cargo fmt --all --check
@@ -46,7 +53,7 @@ unit: dynamodb-local $(TOOLS) ## All Rust tests; those that need DynamoDB Local 
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
 
 events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its function's real binary under AWS's Runtime Interface Emulator
-	cargo build --locked $(addprefix -p ,$(FUNCTIONS)) -p local-api
+	$(BUILD)
 	scripts/events-rie-test.sh
 
 validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation
@@ -62,24 +69,24 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
 
 events-test: $(TOOLS) dynamodb-local ## Change events: updates through local-api, the tables' streams, each pipe's filter and input template, the event schema
-	cargo build --locked -p local-api
+	$(BUILD)
 	scripts/events-test.sh
 
 sealing-test: $(TOOLS) dynamodb-local ## api_key sealed end to end: a sentinel through local-api is in no response, item, stream record, change event or log; it decrypts only with its context (and with both examples); KMS down is 503
-	cargo build --locked $(addprefix -p ,$(FUNCTIONS)) -p local-api
-	cargo build --locked -p agent-server-ops --examples
+	$(BUILD)
 	scripts/sealing-test.sh
 
 events: $(TOOLS) ## Follow a running `make run`'s table streams and print each change event as the pipes would publish it
 	$(VENV)/bin/python tools/events/follow.py
 
 api-test: $(TOOLS) dynamodb-local ## Schemathesis against local-api and DynamoDB Local (every default check)
-	cargo build --locked -p local-api
+	$(BUILD)
 	scripts/api-test.sh
 
 CLIENT_TOOLS := tools/clients/node_modules/.installed
+client-tools: $(CLIENT_TOOLS) ## Install the client generators' npm packages
 clients: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## Generate Python and TypeScript clients from openapi.yaml, check them, use them on local-api
-	cargo build --locked -p local-api
+	$(BUILD)
 	scripts/clients-test.sh
 
 $(CLIENT_TOOLS): tools/clients/package-lock.json
@@ -87,8 +94,7 @@ $(CLIENT_TOOLS): tools/clients/package-lock.json
 	touch $@
 
 lambda-test: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## The acceptance runs against local-api again, with the real function binaries under the Runtime Interface Emulator
-	cargo build --locked $(addprefix -p ,$(FUNCTIONS)) -p local-api
-	cargo build --locked -p agent-server-ops --examples
+	$(BUILD)
 	LAMBDA=1 scripts/api-test.sh
 	LAMBDA=1 scripts/events-test.sh
 	LAMBDA=1 scripts/sealing-test.sh

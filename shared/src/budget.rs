@@ -5,12 +5,16 @@
 //! under the functions' timeout, so a slow dependency answers a 503
 //! envelope rather than a Lambda timeout. Each client is built with the
 //! same policy ([`retry_config`], [`timeout_config`]); the second call gets
-//! what the first left ([`remaining`]).
+//! what the first left ([`remaining`]). When a call fails anyway,
+//! [`failure`] says whether a later try may succeed (a 503) or not.
 
 use std::time::{Duration, Instant};
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_smithy_types::retry::ErrorKind;
 
 /// The most time a request's AWS calls may take, retries included.
 pub const TIME_BUDGET: Duration = Duration::from_millis(3000);
@@ -39,6 +43,55 @@ pub fn timeout_config(total: Duration) -> TimeoutConfig {
 /// What is left of [`TIME_BUDGET`] for calls made since `started`.
 pub fn remaining(started: Instant) -> Duration {
     TIME_BUDGET.saturating_sub(started.elapsed())
+}
+
+/// A failed AWS call, as its caller answers it. The reason keeps only error
+/// codes and kinds: service messages may quote request values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Out of time, no connection, an unreadable answer, a server fault
+    /// (any 5xx, with or without an error code) or a transient code: a
+    /// later try may succeed.
+    Unavailable(String),
+    /// A refusal that trying again will not change.
+    Refused(String),
+}
+
+/// Classifies a failed call of any AWS SDK client (they share these types).
+/// `transient_codes` are the service's error codes that mean "try again
+/// later" though sent with a 4xx status, such as throttling.
+pub fn failure<E: ProvideErrorMetadata>(
+    error: &SdkError<E, HttpResponse>,
+    transient_codes: &[&str],
+) -> Failure {
+    match error {
+        SdkError::TimeoutError(_) => Failure::Unavailable("time budget exhausted".into()),
+        // A connection dropped mid-answer is a transient error of the
+        // client's own: as unavailable as a refused connection.
+        SdkError::DispatchFailure(failure)
+            if failure.is_io()
+                || failure.is_timeout()
+                || failure.as_other() == Some(ErrorKind::TransientError) =>
+        {
+            Failure::Unavailable("connection failed".into())
+        }
+        SdkError::DispatchFailure(_) => Failure::Refused("request could not be sent".into()),
+        SdkError::ResponseError(_) => Failure::Unavailable("unreadable response".into()),
+        SdkError::ServiceError(context) => {
+            let status = context.raw().status();
+            let code = context.err().code();
+            let reason = code.map_or_else(
+                || format!("HTTP {} without an error code", status.as_u16()),
+                str::to_string,
+            );
+            if status.is_server_error() || code.is_some_and(|code| transient_codes.contains(&code)) {
+                Failure::Unavailable(reason)
+            } else {
+                Failure::Refused(reason)
+            }
+        }
+        _ => Failure::Refused("request could not be built".into()),
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use aws_sdk_kms::Client;
+use aws_sdk_kms::config::http::HttpResponse;
 use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_kms::primitives::Blob;
 
 use super::{SealError, context};
-use crate::budget::{self, TIME_BUDGET};
+use crate::budget::{self, Failure, TIME_BUDGET};
 
 /// KMS error codes that mean "try again later"; every other code is a
 /// refusal that retrying will not change.
@@ -97,34 +98,10 @@ impl KmsSealer {
     }
 }
 
-/// Maps an SDK failure to what the caller can do about it, keeping only
-/// error codes and kinds.
-fn classify<E: ProvideErrorMetadata, R>(error: SdkError<E, R>) -> SealError {
-    match error {
-        SdkError::TimeoutError(_) => SealError::Unavailable("time budget exhausted".into()),
-        // A connection dropped mid-answer is a transient error of the
-        // client's own: as unavailable as a refused connection.
-        SdkError::DispatchFailure(failure)
-            if failure.is_io()
-                || failure.is_timeout()
-                || failure.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError) =>
-        {
-            SealError::Unavailable("connection failed".into())
-        }
-        SdkError::DispatchFailure(_) => SealError::Refused("request could not be sent".into()),
-        SdkError::ResponseError(_) => SealError::Unavailable("unreadable response".into()),
-        SdkError::ServiceError(context) => {
-            let code = context
-                .err()
-                .code()
-                .unwrap_or("unknown service error")
-                .to_string();
-            if TRANSIENT_CODES.contains(&code.as_str()) {
-                SealError::Unavailable(code)
-            } else {
-                SealError::Refused(code)
-            }
-        }
-        _ => SealError::Refused("request could not be built".into()),
+/// Maps an SDK failure to what the caller can do about it.
+fn classify<E: ProvideErrorMetadata>(error: SdkError<E, HttpResponse>) -> SealError {
+    match budget::failure(&error, &TRANSIENT_CODES) {
+        Failure::Unavailable(reason) => SealError::Unavailable(reason),
+        Failure::Refused(reason) => SealError::Refused(reason),
     }
 }

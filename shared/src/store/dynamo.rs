@@ -3,15 +3,17 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 use super::{NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
-use crate::budget::{self, TIME_BUDGET};
+use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, Kind, MAX_VERSION};
 use crate::store::TableNames;
-/// Error codes outside the modelled ones that still mean "try again later".
+/// Error codes outside the modelled ones that still mean "try again later"
+/// (5xx answers are unavailable whatever their code).
 const TRANSIENT_CODES: [&str; 3] = [
     "ServiceUnavailable",
     "ThrottlingException",
@@ -225,46 +227,37 @@ impl Store for DynamoStore {
 /// have replaced does not make the old item unreadable, so a stale version
 /// beside it is still a mismatch. A refused write whose old item carries
 /// `write_id` is this update's own earlier attempt, applied: a success.
-fn classify<R>(
-    error: SdkError<UpdateItemError, R>,
+fn classify(
+    error: SdkError<UpdateItemError, HttpResponse>,
     kept: &[(&'static str, Kind)],
     write_id: &str,
 ) -> Result<Item, StoreError> {
-    Err(match error {
-        SdkError::TimeoutError(_) => StoreError::Unavailable("time budget exhausted".into()),
-        SdkError::DispatchFailure(failure) => {
-            // A connection dropped mid-answer is a transient error of the client's own.
-            let transient = failure.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError);
-            if failure.is_io() || failure.is_timeout() || transient {
-                StoreError::Unavailable("connection failed".into())
-            } else {
-                StoreError::Internal("request could not be sent".into())
-            }
-        }
-        SdkError::ResponseError(_) => StoreError::Unavailable("unreadable response".into()),
-        SdkError::ServiceError(context) => {
-            let error = context.into_err();
-            let code = error.code().unwrap_or("unknown service error").to_string();
-            match error {
-                // The old item tells which part of the condition failed.
-                UpdateItemError::ConditionalCheckFailedException(failure) => match failure.item {
-                    None => StoreError::NotFound,
-                    Some(old) if written_by(&old, write_id) => return Ok(old),
-                    Some(old) => match item::updatable(&old, kept).and_then(|()| item::version(&old)) {
-                        Ok(current) => StoreError::VersionMismatch { current },
-                        Err(error) => StoreError::Unreadable(error.to_string()),
-                    },
+    // The old item tells which part of the condition failed.
+    if let SdkError::ServiceError(context) = &error
+        && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
+    {
+        return match &failure.item {
+            None => Err(StoreError::NotFound),
+            Some(old) if written_by(old, write_id) => Ok(old.clone()),
+            Some(old) => Err(
+                match item::updatable(old, kept).and_then(|()| item::version(old)) {
+                    Ok(current) => StoreError::VersionMismatch { current },
+                    Err(error) => StoreError::Unreadable(error.to_string()),
                 },
-                UpdateItemError::ProvisionedThroughputExceededException(_)
-                | UpdateItemError::RequestLimitExceeded(_)
-                | UpdateItemError::ThrottlingException(_)
-                | UpdateItemError::InternalServerError(_)
-                | UpdateItemError::TransactionConflictException(_)
-                | UpdateItemError::ReplicatedWriteConflictException(_) => StoreError::Unavailable(code),
-                _ if TRANSIENT_CODES.contains(&code.as_str()) => StoreError::Unavailable(code),
-                _ => StoreError::Internal(code),
-            }
-        }
-        _ => StoreError::Internal("request could not be built".into()),
+            ),
+        };
+    }
+    let modelled_transient = matches!(&error, SdkError::ServiceError(context) if matches!(
+        context.err(),
+        UpdateItemError::ProvisionedThroughputExceededException(_)
+            | UpdateItemError::RequestLimitExceeded(_)
+            | UpdateItemError::ThrottlingException(_)
+            | UpdateItemError::InternalServerError(_)
+            | UpdateItemError::TransactionConflictException(_)
+            | UpdateItemError::ReplicatedWriteConflictException(_)
+    ));
+    Err(match budget::failure(&error, &TRANSIENT_CODES) {
+        Failure::Refused(reason) if !modelled_transient => StoreError::Internal(reason),
+        Failure::Unavailable(reason) | Failure::Refused(reason) => StoreError::Unavailable(reason),
     })
 }

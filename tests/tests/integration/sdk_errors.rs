@@ -1,14 +1,17 @@
-//! How every DynamoDB failure the SDK can report becomes a store outcome,
-//! with the SDK mocked (aws-smithy-mocks), and the exact shape of the one
-//! UpdateItem request.
+//! How every DynamoDB and KMS failure the SDK can report becomes a store or
+//! sealing outcome, with the SDK mocked (aws-smithy-mocks), and the exact
+//! shape of the one UpdateItem request.
 
 use agent_server_shared::Table;
 use agent_server_shared::item::Kind;
 use agent_server_shared::records::{Access, Field};
 use agent_server_shared::rules::{MAX_TEXT_CHARS, Rule};
+use agent_server_shared::seal::{KmsSealer, SealError};
 use agent_server_shared::store::TableNames;
 use agent_server_shared::store::{DynamoStore, Key, Store, StoreError, Update};
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::error::{
     ConditionalCheckFailedException, InternalServerError, ProvisionedThroughputExceededException,
@@ -16,6 +19,8 @@ use aws_sdk_dynamodb::types::error::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
 
 /// A record kind of fixed shape (the model's, when this was written), so the
 /// expected expression below does not change when a record kind gains a field.
@@ -148,6 +153,86 @@ async fn throttling_and_transient_service_errors_are_unavailable() {
         let outcome = outcome_of(case).await;
         assert!(matches!(outcome, Err(StoreError::Unavailable(_))), "{outcome:?}");
     }
+}
+
+/// A bare HTTP answer of `status` with `body`, as a proxy or a load balancer
+/// in front of the service might send.
+fn raw(status: u16, body: &'static str) -> HttpResponse {
+    HttpResponse::new(StatusCode::try_from(status).unwrap(), SdkBody::from(body))
+}
+
+/// Answers: a gateway's 502, 503 and 504 without an error code, a 500 with
+/// an unknown code, a 400 without one, a 403 with a refusal's code.
+const RAW_ANSWERS: [(u16, &str, bool); 6] = [
+    (502, "", true),
+    (503, "<html>Service Unavailable</html>", true),
+    (504, "", true),
+    (
+        500,
+        r#"{"__type":"SomethingNewException","message":"SENTINEL"}"#,
+        true,
+    ),
+    (400, "", false),
+    (
+        403,
+        r#"{"__type":"AccessDeniedException","message":"SENTINEL"}"#,
+        false,
+    ),
+];
+
+#[tokio::test]
+async fn any_server_fault_is_unavailable_with_or_without_an_error_code() {
+    for (status, body, unavailable) in RAW_ANSWERS {
+        let rule = mock!(Client::update_item).then_http_response(move || raw(status, body));
+        // One attempt: how the answer is classified, not the retries' backoff.
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::MatchAny, [&rule], |config| {
+            config.retry_config(RetryConfig::disabled())
+        });
+        let outcome = DynamoStore::new(client, TableNames::default())
+            .update(update(None))
+            .await
+            .map(|_| ());
+        match outcome {
+            Err(StoreError::Unavailable(reason)) if unavailable => assert!(!reason.contains("SENTINEL")),
+            Err(StoreError::Internal(reason)) if !unavailable => assert!(!reason.contains("SENTINEL")),
+            other => panic!("HTTP {status} {body:?}: expected unavailable={unavailable}, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn kms_server_faults_are_unavailable_and_refusals_are_refused() {
+    for (status, body, unavailable) in RAW_ANSWERS {
+        let rule = mock!(aws_sdk_kms::Client::encrypt).then_http_response(move || raw(status, body));
+        let client = mock_client!(aws_sdk_kms, RuleMode::MatchAny, [&rule], |config| {
+            config.retry_config(RetryConfig::disabled())
+        });
+        let outcome = KmsSealer::new(client, "alias/k".into())
+            .seal("api_key", "i", b"sk-1", agent_server_shared::budget::TIME_BUDGET)
+            .await;
+        match outcome {
+            Err(SealError::Unavailable(reason)) if unavailable => assert!(!reason.contains("SENTINEL")),
+            Err(SealError::Refused(reason)) if !unavailable => assert!(!reason.contains("SENTINEL")),
+            other => panic!("HTTP {status} {body:?}: expected unavailable={unavailable}, got {other:?}"),
+        }
+    }
+    // As the SDK reads it off the wire: the code in the error's metadata.
+    let throttled = mock!(aws_sdk_kms::Client::encrypt).then_error(|| {
+        aws_sdk_kms::operation::encrypt::EncryptError::KmsInternalException(
+            aws_sdk_kms::types::error::KmsInternalException::builder()
+                .meta(
+                    aws_sdk_kms::error::ErrorMetadata::builder()
+                        .code("KMSInternalException")
+                        .build(),
+                )
+                .build(),
+        )
+    });
+    let client = mock_client!(aws_sdk_kms, RuleMode::MatchAny, [&throttled]);
+    let outcome = KmsSealer::new(client, "alias/k".into())
+        .seal("api_key", "i", b"sk-1", agent_server_shared::budget::TIME_BUDGET)
+        .await;
+    assert!(matches!(outcome, Err(SealError::Unavailable(_))), "{outcome:?}");
 }
 
 #[tokio::test]

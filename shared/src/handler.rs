@@ -26,14 +26,26 @@ use crate::{Request, Response};
 /// Everything that can reject the request runs before the store is called,
 /// so a rejected request costs no database call.
 pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
-    let span = crate::logging::request_span(&request::request_id(&request));
-    update_in_span::<R, S>(app, request).instrument(span).await
+    update_record_as::<R, S>(app, request, metrics::first_request()).await
 }
 
-/// [`update_record`], inside the request's span.
-async fn update_in_span<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
+/// [`update_record`], with the process's cold-start flag already taken:
+/// the Lambda entry takes it before the handler runs, so that a request
+/// that panics still reports it.
+pub(crate) async fn update_record_as<R: Resource, S: Store>(
+    app: &App<S>,
+    request: Request,
+    cold_start: bool,
+) -> Response {
+    let span = crate::logging::request_span(&request::request_id(&request));
+    update_in_span::<R, S>(app, request, cold_start)
+        .instrument(span)
+        .await
+}
+
+/// [`update_record_as`], inside the request's span.
+async fn update_in_span<R: Resource, S: Store>(app: &App<S>, request: Request, cold_start: bool) -> Response {
     let started = Instant::now();
-    let cold_start = metrics::first_request();
     let request_id = request::request_id(&request);
     let caller = Caller::of(&request, &app.settings.projects_claim);
     let mut seen = Seen::default();

@@ -45,7 +45,7 @@ use url::Url;
 use crate::config::ConfigError;
 use crate::envelope;
 use crate::error::ApiError;
-use crate::handler::{AccessEntry, access_log, update_record};
+use crate::handler::{AccessEntry, access_log, update_record_as};
 use crate::records::Resource;
 use crate::request::request_id;
 use crate::store::Store;
@@ -304,13 +304,14 @@ pub async fn handle<R: Resource, S: Store>(app: &App<S>, request: Request) -> Re
     let request_id = request_id(&request);
     let principal = auth::principal(&request).map(str::to_owned);
     let started = Instant::now();
-    let handler = update_record::<R, S>(app, request);
+    let cold_start = metrics::first_request();
+    let handler = update_record_as::<R, S>(app, request, cold_start);
     let guarded = guard(R::ROUTE, &method, principal.as_deref(), &request_id, handler);
     // The guard's own lines, too, carry the request's id.
     let (response, panicked) = guarded.instrument(logging::request_span(&request_id)).await;
     if panicked {
         // The handler's own metrics line was never written.
-        record_metrics::<R, S>(app, &response, started, false);
+        record_metrics::<R, S>(app, &response, started, cold_start);
     }
     response
 }

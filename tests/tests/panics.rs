@@ -89,10 +89,38 @@ fn errors(lines: &[Value]) -> Vec<&Value> {
     lines.iter().filter(|line| line["level"] == "ERROR").collect()
 }
 
+/// The `ColdStart` of the metrics line of this process's first request,
+/// one that panics. Every test that handles a request awaits this one
+/// first, so it is the process's first whichever test runs first.
+async fn cold_start_of_a_first_request_that_panics() -> Value {
+    static FIRST: tokio::sync::OnceCell<Value> = tokio::sync::OnceCell::const_new();
+    FIRST
+        .get_or_init(|| async {
+            lambda::install_panic_hook();
+            let (logs, _guard) = capture_logs();
+            let response = handle(Route::Models, &app(false), request(Route::Models, "req-first")).await;
+            assert_internal(&response, Some("req-first"));
+            let lines = json_lines(&logs);
+            // The metrics line is the embedded-metric-format document itself.
+            let metrics: Vec<&Value> = lines.iter().filter(|line| line.get("_aws").is_some()).collect();
+            assert_eq!(metrics.len(), 1, "{lines:?}");
+            assert_eq!(metrics[0]["status"], 500, "{:?}", metrics[0]);
+            metrics[0]["ColdStart"].clone()
+        })
+        .await
+        .clone()
+}
+
+#[tokio::test]
+async fn a_first_request_that_panics_is_still_a_cold_start() {
+    assert_eq!(cold_start_of_a_first_request_that_panics().await, 1);
+}
+
 // Current-thread runtime: the handler, and so the panic hook, runs on this
 // thread, where the capturing subscriber is installed.
 #[tokio::test]
 async fn a_panic_in_a_handler_answers_500_and_logs_a_json_error() {
+    cold_start_of_a_first_request_that_panics().await;
     lambda::install_panic_hook();
     for route in Route::ALL {
         let (logs, _guard) = capture_logs();
@@ -125,6 +153,7 @@ async fn a_panic_in_a_handler_answers_500_and_logs_a_json_error() {
 
 #[tokio::test]
 async fn a_formatted_panic_message_is_withheld() {
+    cold_start_of_a_first_request_that_panics().await;
     lambda::install_panic_hook();
     let (logs, _guard) = capture_logs();
     let response = handle(Route::ApiKeys, &app(true), request(Route::ApiKeys, "req-secret")).await;
@@ -140,6 +169,7 @@ async fn a_formatted_panic_message_is_withheld() {
 
 #[tokio::test]
 async fn a_panic_behind_the_local_api_answers_500() {
+    cold_start_of_a_first_request_that_panics().await;
     lambda::install_panic_hook();
     let (logs, _guard) = capture_logs();
     let id = uuid::Uuid::new_v4();

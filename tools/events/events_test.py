@@ -43,6 +43,7 @@ import boto3
 import jsonschema
 
 import pipes
+from steps import Failed, Steps
 
 # The sample records (local/src/samples.rs).
 API_KEY_ID = "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01"
@@ -73,10 +74,6 @@ WRITTEN = [SECRET_API_KEY, HEADER_NAME, HEADER_VALUE, NAME, ENDPOINT, PARAMETER]
 # the item; these are margins.
 RECORD_WAIT = 10.0
 QUIET_WAIT = 1.0
-
-
-class Failed(Exception):
-    pass
 
 
 def project_token(project, sub=None):
@@ -214,17 +211,7 @@ def main():
     schema = pipes.load_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
-    failures, passed = [], 0
-
-    def step(description, action):
-        nonlocal passed
-        try:
-            note = action()
-            passed += 1
-            print(f"ok    {description}" + (f": {note}" if note else ""))
-        except Failed as failure:
-            failures.append(description)
-            print(f"FAIL  {description}: {failure}")
+    step = Steps("events-test")
 
     if sorted(pipes_by_table) != sorted(ROUTES):
         print(f"events-test: template.yaml has pipes on {sorted(pipes_by_table)}, expected {sorted(ROUTES)}")
@@ -391,8 +378,7 @@ def main():
     step("404 on an API key that does not exist",
          rejected("ApiKeysTable", str(uuid.uuid4()), {"enabled": True}, 404))
 
-    print(f"events-test: {passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return step.finish()
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import botocore.exceptions
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools", "events"))
 import pipes  # noqa: E402  (tools/events/pipes.py)
+from steps import Failed, Steps  # noqa: E402  (tools/events/steps.py)
 
 # The sample API key record (local/src/samples.rs).
 API_KEY_ID = "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01"
@@ -69,10 +70,6 @@ NAME = f"Sealing test {secrets.token_hex(4)}"
 PYTHON_EXAMPLE = os.path.join(ROOT, "docs", "examples", "decrypt_api_key.py")
 RUST_EXAMPLE = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"),
                             "debug", "examples", "decrypt_api_key")
-
-
-class Failed(Exception):
-    pass
 
 
 def forms(secret):
@@ -268,21 +265,10 @@ def main():
     log_dir = os.environ["LOG_DIR"]
     aws = Aws()
     caller = subject_of(os.environ["API_TOKEN"])
-    failures, passed = [], 0
     state = {}
-
-    def step(description, action):
-        nonlocal passed
-        try:
-            note = action()
-            passed += 1
-            print(f"ok    {description}" + (f": {note}" if note else ""))
-        except Failed as failure:
-            failures.append(description)
-            print(f"FAIL  {description}: {redact(str(failure))}")
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, OSError, KeyError) as error:
-            failures.append(description)
-            print(f"FAIL  {description}: {type(error).__name__}: {redact(str(error))}")
+    step = Steps("sealing",
+                 errors=(botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, OSError, KeyError),
+                 redact=redact)
 
     # --- KMS up: a sentinel through the API ---
 
@@ -518,8 +504,7 @@ def main():
     step("after the outage, no log file in LOG_DIR holds a form of either secret",
          no_leak_in_logs([200, 503]))
 
-    print(f"sealing: {passed} passed, {len(failures)} failed")
-    return 1 if failures or passed == 0 else 0
+    return step.finish()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ mod load;
 mod local_api;
 mod local_auth;
 mod openapi;
+mod packaging;
 mod properties;
 mod readme;
 mod sdk_errors;

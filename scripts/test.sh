@@ -22,7 +22,10 @@ make=("${MAKE:-make}" --no-print-directory)
 timings=()
 step() {
   local started=$SECONDS
-  "$@"
+  if ! "$@"; then
+    echo "make test: failed in '$*' after $((SECONDS - started))s (output above)" >&2
+    exit 1
+  fi
   timings+=("$(printf '%4ds  %s' $((SECONDS - started)) "$*")")
 }
 

@@ -13,6 +13,10 @@ use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Sett
 use aws_sdk_dynamodb::types::AttributeValue;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use lambda_http::RequestExt;
+use lambda_http::aws_lambda_events::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription, ApiGatewayV2httpRequestContext,
+};
+use lambda_http::request::RequestContext;
 use serde_json::{Value, json};
 
 /// Answers every update with the item it was built with, as DynamoDB's
@@ -48,12 +52,25 @@ fn request(path: &str, scoped: bool, body: &str) -> Request {
         .header("content-type", "application/json")
         .body(lambda_http::Body::Text(body.to_string()))
         .unwrap_or_default();
+    // A JWT caller granted every project (the API-key route needs that),
+    // as API Gateway's authorizer hands it over.
+    let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+    jwt.claims.insert("sub".into(), "bench".into());
+    jwt.claims.insert(
+        agent_server_shared::auth::DEFAULT_PROJECTS_CLAIM.into(),
+        "*".into(),
+    );
+    let mut authorizer = ApiGatewayRequestAuthorizer::default();
+    authorizer.jwt = Some(jwt);
+    let mut context = ApiGatewayV2httpRequestContext::default();
+    context.authorizer = Some(authorizer);
     request
         .with_path_parameters(std::collections::HashMap::from([(
             "id".to_string(),
             "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f".to_string(),
         )]))
         .with_query_string_parameters(query)
+        .with_request_context(RequestContext::ApiGatewayV2(context))
 }
 
 fn stored(extra: &[(&str, Value)]) -> Item {

@@ -9,8 +9,9 @@
 //! same subscriber as everything else, a failed start-up is logged before
 //! the process exits, and `main` never returns an error for Rust to print.
 //!
-//! The guard relies on panics unwinding (the release profile must not set
-//! `panic = "abort"`): a panicking request then gets the envelope's 500
+//! The guard relies on panics unwinding (the release profile says
+//! `panic = "unwind"`, which cargo-lambda would otherwise replace with
+//! `"abort"`): a panicking request then gets the envelope's 500
 //! instead of API Gateway's bare `{"message":"Internal Server Error"}`.
 //!
 //! The function reads its event itself ([`respond`]) rather than through

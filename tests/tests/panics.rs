@@ -212,12 +212,14 @@ fn a_failed_start_up_is_logged_as_a_json_error() {
 
 /// The guard catches a panic only if it unwinds: `panic = "abort"` in any
 /// build profile would turn every panic back into a dead process and API
-/// Gateway's bare 500.
+/// Gateway's bare 500. The release profile must name `"unwind"`: the tool
+/// that builds the shipped binaries aborts by default.
 #[test]
 fn no_build_profile_aborts_on_panic() {
     let path = integration_tests::repo_root().join("Cargo.toml");
     let manifest = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut section = String::new();
+    let mut release_unwinds = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
             section = line.to_string();
@@ -227,6 +229,10 @@ fn no_build_profile_aborts_on_panic() {
                 !setting.starts_with("panic=\"abort\""),
                 "{section} sets panic = \"abort\""
             );
+            release_unwinds |= section == "[profile.release]" && setting == "panic=\"unwind\"";
         }
     }
+    // cargo-lambda, which builds the shipped binaries, switches on
+    // panic = "abort" unless the release profile names a strategy itself.
+    assert!(release_unwinds, "[profile.release] must say panic = \"unwind\"");
 }

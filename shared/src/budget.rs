@@ -50,8 +50,8 @@ pub fn remaining(started: Instant) -> Duration {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// Out of time, no connection, an unreadable answer, a server fault
-    /// (any 5xx, with or without an error code) or a transient code: a
-    /// later try may succeed.
+    /// (any 5xx, with or without an error code), a 429 or 408, or a
+    /// transient code: a later try may succeed.
     Unavailable(String),
     /// A refusal that trying again will not change.
     Refused(String),
@@ -84,7 +84,9 @@ pub fn failure<E: ProvideErrorMetadata>(
                 || format!("HTTP {} without an error code", status.as_u16()),
                 str::to_string,
             );
-            if status.is_server_error() || code.is_some_and(|code| transient_codes.contains(&code)) {
+            // 429 and 408 say "too many" and "too slow" by themselves.
+            let transient_status = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
+            if transient_status || code.is_some_and(|code| transient_codes.contains(&code)) {
                 Failure::Unavailable(reason)
             } else {
                 Failure::Refused(reason)

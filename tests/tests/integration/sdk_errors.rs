@@ -162,8 +162,9 @@ fn raw(status: u16, body: &'static str) -> HttpResponse {
 }
 
 /// Answers: a gateway's 502, 503 and 504 without an error code, a 500 with
-/// an unknown code, a 400 without one, a 403 with a refusal's code.
-const RAW_ANSWERS: [(u16, &str, bool); 6] = [
+/// an unknown code, a proxy's bare 429 and 408, a 400 without a code, a 403
+/// with a refusal's code.
+const RAW_ANSWERS: [(u16, &str, bool); 8] = [
     (502, "", true),
     (503, "<html>Service Unavailable</html>", true),
     (504, "", true),
@@ -172,6 +173,8 @@ const RAW_ANSWERS: [(u16, &str, bool); 6] = [
         r#"{"__type":"SomethingNewException","message":"SENTINEL"}"#,
         true,
     ),
+    (429, "Too Many Requests", true),
+    (408, "", true),
     (400, "", false),
     (
         403,
@@ -217,7 +220,7 @@ async fn kms_server_faults_are_unavailable_and_refusals_are_refused() {
         }
     }
     // As the SDK reads it off the wire: the code in the error's metadata.
-    let throttled = mock!(aws_sdk_kms::Client::encrypt).then_error(|| {
+    let internal_error = mock!(aws_sdk_kms::Client::encrypt).then_error(|| {
         aws_sdk_kms::operation::encrypt::EncryptError::KmsInternalException(
             aws_sdk_kms::types::error::KmsInternalException::builder()
                 .meta(
@@ -228,7 +231,7 @@ async fn kms_server_faults_are_unavailable_and_refusals_are_refused() {
                 .build(),
         )
     });
-    let client = mock_client!(aws_sdk_kms, RuleMode::MatchAny, [&throttled]);
+    let client = mock_client!(aws_sdk_kms, RuleMode::MatchAny, [&internal_error]);
     let outcome = KmsSealer::new(client, "alias/k".into())
         .seal("api_key", "i", b"sk-1", agent_server_shared::budget::TIME_BUDGET)
         .await;

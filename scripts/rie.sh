@@ -73,7 +73,7 @@ rie_start_all() {
   local rie="$1" log_dir="$2" fn port
   rie_flags=()
   for fn in update-api-key update-mcp-server update-model; do
-    [[ -x "$root/target/debug/$fn" ]] || { echo "build $fn first (cargo build -p $fn)" >&2; return 1; }
+    [[ -x "$root/target/debug/$fn" ]] || { echo "build $fn first (make run, make test, or: cargo build --workspace --bins --examples)" >&2; return 1; }
     port="$(free_port)"
     pids+=("$(rie_start "$rie" "$fn" "$port" "$log_dir/$fn.log")")
     wait_open "$port" || { cat "$log_dir/$fn.log" >&2; return 1; }

@@ -7,7 +7,7 @@
 # and checks the 503: tools/sealing/sealing_test.py says what it checks.
 # LAMBDA=1: the real function binaries under the Runtime Interface Emulator.
 # Needs target/debug/local-api (and update-* with LAMBDA=1) and the Rust
-# example (cargo build -p agent-server-ops --examples). Logs:
+# example (cargo build --workspace --bins --examples). Logs:
 # target/sealing-test/ (target/sealing-test-lambda/), searched by the test.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -7,10 +7,11 @@
 #   (cargo fmt and clippy), which takes the other core and both once they
 #   are done;
 # - `make package` (a release build for arm64 with fat LTO, the longest
-#   step) runs in the background at the lowest CPU priority, so it only
-#   takes what the tests leave idle (the acceptance runs spend much of their
-#   time waiting on emulators and sockets) and cannot slow or time out a
-#   test. Its output is in target/package.log, printed at the end.
+#   step) runs in the background at the lowest CPU priority, so it takes
+#   mostly the CPU the tests leave idle (the acceptance runs spend much of
+#   their time waiting on emulators and sockets); disk and memory it still
+#   shares. No input (a prompt would stop it for good), its output in
+#   target/package.log, printed at the end.
 #
 # Any failing step fails the run (the package build is then stopped); at
 # the end each step's wall-clock time is printed.
@@ -36,7 +37,7 @@ package_log="$root/target/package.log"
 # Job control gives the background build a process group of its own, so a
 # failing step can stop all of it (cargo, rustc, zig) at once.
 set -m
-nice -n 19 "${make[@]}" package >"$package_log" 2>&1 &
+nice -n 19 "${make[@]}" package </dev/null >"$package_log" 2>&1 &
 package=$!
 set +m
 stop_package() { kill -- -"$package" 2>/dev/null || true; }

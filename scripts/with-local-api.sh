@@ -23,7 +23,7 @@ shift
 # shellcheck source=scripts/rie.sh
 source "$root/scripts/rie.sh"
 
-[[ -x "$root/target/debug/local-api" ]] || { echo "with-local-api: build local-api first (cargo build -p local-api)" >&2; exit 1; }
+[[ -x "$root/target/debug/local-api" ]] || { echo "with-local-api: build local-api first (make run, make test, or: cargo build --workspace --bins --examples)" >&2; exit 1; }
 dynamodb_port="$(free_port)"
 api_port="$(free_port)"
 mkdir -p "$log_dir"

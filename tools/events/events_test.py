@@ -139,7 +139,7 @@ class Streams:
             spec = description.get("StreamSpecification", {})
             if not spec.get("StreamEnabled") or spec.get("StreamViewType") != "NEW_IMAGE":
                 raise Failed(f"{pipe.table_name} has no NEW_IMAGE stream ({spec}): local-api --setup creates "
-                             "the tables with one (local/src/setup.rs); rebuild it (cargo build -p local-api)")
+                             "the tables with one (local/src/setup.rs); rebuild it (cargo build --workspace --bins --examples)")
             self.readers[table] = pipes.StreamReader(streams, description["LatestStreamArn"])
 
     def read(self):

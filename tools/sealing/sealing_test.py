@@ -383,7 +383,7 @@ def main():
         def run():
             if not os.path.isfile(program):
                 raise Failed(f"{program} is missing (make sealing-test builds the Rust one: "
-                             "cargo build -p agent-server-ops --examples)")
+                             "cargo build --workspace --bins --examples)")
             done = subprocess.run(command, capture_output=True, timeout=60)
             if done.returncode != 0:
                 raise Failed(f"{name} exited {done.returncode}: {redact(done.stderr.decode(errors='replace'))}")

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # make test (and CI): every check and test, then the arm64 package, with
 # the machine's cores kept busy. The steps are the make targets docs/testing.md
-# lists, run in that order; two things run beside them:
+# lists, run in that order; two run in the background beside the others:
 #
-# - the tools' installs (pip, npm: one core) run beside `make check`
-#   (cargo fmt and clippy), which takes the other core and both once they
-#   are done;
+# - `make check` (cargo fmt and clippy) starts first, beside the tools'
+#   installs (pip, npm: mostly one core), its output in target/check.log,
+#   printed once it is done and before the tests;
 # - `make package` (a release build for arm64 with fat LTO, the longest
-#   step) runs in the background at the lowest CPU priority, so it takes
-#   mostly the CPU the tests leave idle (the acceptance runs spend much of
-#   their time waiting on emulators and sockets); disk and memory it still
-#   shares. No input (a prompt would stop it for good), its output in
-#   target/package.log, printed at the end.
+#   step) starts once the tools are installed (it needs cargo-lambda and
+#   zig from .venv), at the lowest CPU priority, so it takes mostly the CPU
+#   the other steps leave idle (clippy's and the linker's single-threaded
+#   stretches, the acceptance runs' waits on emulators and sockets); disk
+#   and memory it still shares. Its output is in target/package.log, the
+#   sizes printed at the end.
 #
-# Any failing step fails the run (the package build is then stopped); at
-# the end each step's wall-clock time is printed.
+# Any failing step fails the run (the background builds are then
+# stopped); at the end each step's wall-clock time is printed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,33 +31,55 @@ step() {
   timings+=("$(printf '%4ds  %s' $((SECONDS - started)) "$*")")
 }
 
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
-
 mkdir -p target
+background=()
+stop_background() { for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done; }
+trap stop_background EXIT
+# Job control gives each background build a process group of its own, so
+# a failing step can stop all of it (cargo, rustc, zig) at once. Neither
+# reads the terminal: in a group of its own, a prompt would stop it for
+# good and the run would wait forever.
+background() {
+  local log=$1
+  shift
+  set -m
+  "$@" </dev/null >"$log" 2>&1 &
+  set +m
+  background+=("$!")
+}
+# Waits for the background job `pid` and records the time since `started`
+# under `name`; if it failed, prints its output (`log`) and stops the run.
+finish() {
+  local pid=$1 log=$2 name=$3 started=$4 waited=$SECONDS
+  if ! wait "$pid"; then
+    cat "$log" >&2
+    echo "make test: failed in '$name' (output above: $log)" >&2
+    exit 1
+  fi
+  timings+=("$(printf '%4ds  %s (in the background; waited %ds for it)' \
+    $((SECONDS - started)) "$name" $((SECONDS - waited)))")
+}
+
+check_log="$root/target/check.log"
+background "$check_log" "${make[@]}" check
+check=$!
+check_started=$SECONDS
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools
+
 package_log="$root/target/package.log"
-# Job control gives the background build a process group of its own, so a
-# failing step can stop all of it (cargo, rustc, zig) at once.
-set -m
-nice -n 19 "${make[@]}" package </dev/null >"$package_log" 2>&1 &
+background "$package_log" nice -n 19 "${make[@]}" package
 package=$!
-set +m
-stop_package() { kill -- -"$package" 2>/dev/null || true; }
-trap stop_package EXIT
 package_started=$SECONDS
+
+finish "$check" "$check_log" "make check" "$check_started"
+cat "$check_log"
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients lambda-test; do
   step "${make[@]}" "$target"
 done
 
-waited=$SECONDS
-if ! wait "$package"; then
-  cat "$package_log" >&2
-  echo "make test: make package failed (log above: $package_log)" >&2
-  exit 1
-fi
+finish "$package" "$package_log" "make package" "$package_started"
 trap - EXIT
-timings+=("$(printf '%4ds  make package (beside the steps above, then %ds more)' \
-  $((SECONDS - package_started)) $((SECONDS - waited)))")
 tail -n 3 "$package_log"
 
 echo

@@ -9,6 +9,12 @@ KMS_PORT ?= 4566
 API_ADDR ?= 127.0.0.1:3000
 export DYNAMODB_PORT KMS_PORT API_ADDR
 
+# CI builds everything once, from scratch: incremental compilation's
+# bookkeeping is pure cost there. Local builds keep it.
+ifneq ($(filter true 1,$(CI)),)
+export CARGO_INCREMENTAL := 0
+endif
+
 # SAM CLI, cfn-lint and cargo-lambda (with zig) live in a git-ignored virtualenv.
 VENV := .venv
 TOOLS := $(VENV)/.installed

@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # make test (and CI): every check and test, then the arm64 package, with
 # the machine's cores kept busy. The steps are the make targets docs/testing.md
-# lists, run in that order; two run in the background beside the others:
+# lists, run in that order; two things run beside them:
 #
-# - `make check` (cargo fmt and clippy) starts first, beside the tools'
-#   installs (pip, npm: mostly one core), its output in target/check.log,
-#   printed once it is done and before the tests;
+# - the tools' installs (pip, npm: one core) run beside `make check`
+#   (cargo fmt and clippy), under one make -j2: clippy's cargo gets the
+#   second core while pip runs, both once it is done;
 # - `make package` (a release build for arm64 with fat LTO, the longest
-#   step) starts once the tools are installed (it needs cargo-lambda and
-#   zig from .venv), at the lowest CPU priority, so it takes mostly the CPU
-#   the other steps leave idle (clippy's and the linker's single-threaded
-#   stretches, the acceptance runs' waits on emulators and sockets); disk
-#   and memory it still shares. Its output is in target/package.log, the
-#   sizes printed at the end.
+#   step) then runs in the background at the lowest CPU priority, so it
+#   takes mostly the CPU the other steps leave idle (single-threaded
+#   compiles and links, the acceptance runs' waits on emulators and
+#   sockets); disk and memory it still shares. Its output is in
+#   target/package.log, the sizes printed at the end.
 #
-# Any failing step fails the run (the background builds are then
-# stopped); at the end each step's wall-clock time is printed.
+# Any failing step fails the run (the package build is then stopped); at
+# the end each step's wall-clock time is printed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,10 +34,10 @@ mkdir -p target
 background=()
 stop_background() { for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done; }
 trap stop_background EXIT
-# Job control gives each background build a process group of its own, so
-# a failing step can stop all of it (cargo, rustc, zig) at once. Neither
-# reads the terminal: in a group of its own, a prompt would stop it for
-# good and the run would wait forever.
+# Job control gives a background build a process group of its own, so a
+# failing step can stop all of it (cargo, rustc, zig) at once. It reads
+# no terminal: in a group of its own, a prompt would stop it for good and
+# the run would wait forever.
 background() {
   local log=$1
   shift
@@ -60,19 +59,12 @@ finish() {
     $((SECONDS - started)) "$name" $((SECONDS - waited)))")
 }
 
-check_log="$root/target/check.log"
-background "$check_log" "${make[@]}" check
-check=$!
-check_started=$SECONDS
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
 
 package_log="$root/target/package.log"
 background "$package_log" nice -n 19 "${make[@]}" package
 package=$!
 package_started=$SECONDS
-
-finish "$check" "$check_log" "make check" "$check_started"
-cat "$check_log"
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients lambda-test; do
   step "${make[@]}" "$target"

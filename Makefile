@@ -110,7 +110,7 @@ BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
 	cargo build --locked --release -p update-model -p update-api-key
 	cargo build --locked --release --manifest-path bench/Cargo.toml
-	bench/target/release/bench $(BENCH_ARGS)
+	DYNAMODB_LOCAL_JAVA_OPTS= bench/target/release/bench $(BENCH_ARGS)
 	cargo bench --locked -p agent-server-shared --features memory-store --bench cpu_path
 
 .venv-bench/.installed: bench/requirements.txt

@@ -452,6 +452,24 @@ async fn a_body_over_64_kib_is_payload_too_large() {
     }
 }
 
+/// The limit is the body's bytes, exactly: 64 KiB is read (and judged by the
+/// field rules: a name that long is a 400), one byte more is a 413.
+#[tokio::test]
+async fn the_size_limit_is_exactly_64_kib() {
+    let limit = agent_server_shared::request::MAX_BODY_BYTES;
+    assert_eq!(limit, 64 * 1024);
+    let body = |bytes: usize| format!("{{\"name\":\"{}\"}}", "x".repeat(bytes - r#"{"name":""}"#.len()));
+    for route in Route::ALL {
+        assert_eq!(body(limit).len(), limit);
+        let at_limit = rejected(route, put(route).body(body(limit)), 400, "validation_failed").await;
+        assert_eq!(
+            at_limit["errorDetails"]["fields"][0]["field"], "name",
+            "{at_limit}"
+        );
+        rejected(route, put(route).body(body(limit + 1)), 413, "payload_too_large").await;
+    }
+}
+
 #[tokio::test]
 async fn a_non_json_content_type_is_unsupported_media_type() {
     for route in Route::ALL {

@@ -7,11 +7,11 @@
 #   (cargo fmt and clippy), under one make -j2: clippy's cargo gets the
 #   second core while pip runs, both once it is done;
 # - `make package` (a release build for arm64 with fat LTO, the longest
-#   step) then runs in the background at the lowest CPU priority, so it
-#   takes mostly the CPU the other steps leave idle (single-threaded
-#   compiles and links, the acceptance runs' waits on emulators and
-#   sockets); disk and memory it still shares. Its output is in
-#   target/package.log, the sizes printed at the end.
+#   step) runs in the background from the moment the tools are installed,
+#   at the lowest CPU priority, so it takes mostly the CPU the other steps
+#   leave idle (single-threaded compiles and links, the acceptance runs'
+#   waits on emulators and sockets); disk and memory it still shares. Its
+#   output is in target/package.log, the sizes printed at the end.
 #
 # Any failing step fails the run (the package build is then stopped); at
 # the end each step's wall-clock time is printed.
@@ -59,12 +59,15 @@ finish() {
     $((SECONDS - started)) "$name" $((SECONDS - waited)))")
 }
 
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
-
+# The package build needs the tools (cargo-lambda, zig): it starts the
+# moment they are installed, while clippy still runs.
 package_log="$root/target/package.log"
-background "$package_log" nice -n 19 "${make[@]}" package
+background "$package_log" bash -c 'until "$@" -q .venv/.installed; do sleep 1; done; exec nice -n 19 "$@" package' \
+  package "${make[@]}"
 package=$!
 package_started=$SECONDS
+
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients lambda-test; do
   step "${make[@]}" "$target"

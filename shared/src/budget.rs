@@ -58,11 +58,12 @@ pub enum Failure {
 }
 
 /// Classifies a failed call of any AWS SDK client (they share these types).
-/// `transient_codes` are the service's error codes that mean "try again
-/// later" though sent with a 4xx status, such as throttling.
+/// `transient` says which of the service's errors mean "try again later"
+/// though sent with a 4xx status, such as throttling ([`has_code`] for a
+/// list of codes).
 pub fn failure<E: ProvideErrorMetadata>(
     error: &SdkError<E, HttpResponse>,
-    transient_codes: &[&str],
+    transient: impl Fn(&E) -> bool,
 ) -> Failure {
     match error {
         SdkError::TimeoutError(_) => Failure::Unavailable("time budget exhausted".into()),
@@ -86,7 +87,7 @@ pub fn failure<E: ProvideErrorMetadata>(
             );
             // 429 and 408 say "too many" and "too slow" by themselves.
             let transient_status = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
-            if transient_status || code.is_some_and(|code| transient_codes.contains(&code)) {
+            if transient_status || transient(context.err()) {
                 Failure::Unavailable(reason)
             } else {
                 Failure::Refused(reason)
@@ -94,6 +95,11 @@ pub fn failure<E: ProvideErrorMetadata>(
         }
         _ => Failure::Refused("request could not be built".into()),
     }
+}
+
+/// Whether a service error carries one of `codes`.
+pub fn has_code<E: ProvideErrorMetadata>(error: &E, codes: &[&str]) -> bool {
+    error.code().is_some_and(|code| codes.contains(&code))
 }
 
 #[cfg(test)]

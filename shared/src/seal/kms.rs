@@ -100,7 +100,7 @@ impl KmsSealer {
 
 /// Maps an SDK failure to what the caller can do about it.
 fn classify<E: ProvideErrorMetadata>(error: SdkError<E, HttpResponse>) -> SealError {
-    match budget::failure(&error, &TRANSIENT_CODES) {
+    match budget::failure(&error, |error| budget::has_code(error, &TRANSIENT_CODES)) {
         Failure::Unavailable(reason) => SealError::Unavailable(reason),
         Failure::Refused(reason) => SealError::Refused(reason),
     }

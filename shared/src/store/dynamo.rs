@@ -247,17 +247,22 @@ fn classify(
             ),
         };
     }
-    let modelled_transient = matches!(&error, SdkError::ServiceError(context) if matches!(
-        context.err(),
+    Err(match budget::failure(&error, transient) {
+        Failure::Unavailable(reason) => StoreError::Unavailable(reason),
+        Failure::Refused(reason) => StoreError::Internal(reason),
+    })
+}
+
+/// Whether DynamoDB's answer means "try again later": a modelled throttling,
+/// conflict or internal error, or one of [`TRANSIENT_CODES`].
+fn transient(error: &UpdateItemError) -> bool {
+    matches!(
+        error,
         UpdateItemError::ProvisionedThroughputExceededException(_)
             | UpdateItemError::RequestLimitExceeded(_)
             | UpdateItemError::ThrottlingException(_)
             | UpdateItemError::InternalServerError(_)
             | UpdateItemError::TransactionConflictException(_)
             | UpdateItemError::ReplicatedWriteConflictException(_)
-    ));
-    Err(match budget::failure(&error, &TRANSIENT_CODES) {
-        Failure::Refused(reason) if !modelled_transient => StoreError::Internal(reason),
-        Failure::Unavailable(reason) | Failure::Refused(reason) => StoreError::Unavailable(reason),
-    })
+    ) || budget::has_code(error, &TRANSIENT_CODES)
 }

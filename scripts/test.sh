@@ -31,41 +31,18 @@ step() {
 }
 
 mkdir -p target
-background=()
-stop_background() { for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done; }
-trap stop_background EXIT
-# Job control gives a background build a process group of its own, so a
-# failing step can stop all of it (cargo, rustc, zig) at once. It reads
-# no terminal: in a group of its own, a prompt would stop it for good and
-# the run would wait forever.
-background() {
-  local log=$1
-  shift
-  set -m
-  "$@" </dev/null >"$log" 2>&1 &
-  set +m
-  background+=("$!")
-}
-# Waits for the background job `pid` and records the time since `started`
-# under `name`; if it failed, prints its output (`log`) and stops the run.
-finish() {
-  local pid=$1 log=$2 name=$3 started=$4 waited=$SECONDS
-  if ! wait "$pid"; then
-    cat "$log" >&2
-    echo "make test: failed in '$name' (output above: $log)" >&2
-    exit 1
-  fi
-  timings+=("$(printf '%4ds  %s (in the background; waited %ds for it)' \
-    $((SECONDS - started)) "$name" $((SECONDS - waited)))")
-}
-
 # The package build needs the tools (cargo-lambda, zig): it starts the
-# moment they are installed, while clippy still runs.
+# moment they are installed, while clippy still runs. Job control gives it
+# a process group of its own, so a failing step can stop all of it (cargo,
+# rustc, zig) at once. It reads no terminal: in a group of its own, a
+# prompt would stop it for good and the run would wait forever.
 package_log="$root/target/package.log"
-background "$package_log" bash -c 'until "$@" -q .venv/.installed; do sleep 1; done; exec nice -n 19 "$@" package' \
-  package "${make[@]}"
+set -m
+bash -c 'until "$@" -q .venv/.installed; do sleep 1; done; exec nice -n 19 "$@" package' \
+  package "${make[@]}" </dev/null >"$package_log" 2>&1 &
 package=$!
-package_started=$SECONDS
+set +m
+trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 
 step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
 
@@ -73,8 +50,14 @@ for target in validate unit events-rie-test api-test events-test sealing-test cl
   step "${make[@]}" "$target"
 done
 
-finish "$package" "$package_log" "make package" "$package_started"
+waited=$SECONDS
+if ! wait "$package"; then
+  cat "$package_log" >&2
+  echo "make test: failed in 'make package' (output above: $package_log)" >&2
+  exit 1
+fi
 trap - EXIT
+timings+=("$(printf '%4ds  make package (in the background; waited %ds for it)' $SECONDS $((SECONDS - waited)))")
 tail -n 3 "$package_log"
 
 echo

@@ -19,13 +19,16 @@ endif
 VENV := .venv
 
 # A virtualenv ($(1)) with the pinned packages of a requirements file ($(2)),
-# from PyPI. uv installs them (about 5 times less CPU than pip: make test's
-# first minute) and, like pip, uses the system's CA certificates.
+# from PyPI. uv installs them (a third of pip's CPU, a quarter of its time:
+# make test's first minute) and, like pip, uses the system's CA certificates
+# and compiles the modules to bytecode at install: where PYTHONDONTWRITEBYTECODE
+# is set (as on CI machines here), a tool would otherwise recompile every
+# module it imports each time it starts (cfn-lint 1.7 s -> 3.7 s).
 UV_VERSION := 0.13.8
 define venv
 python3 -m venv $(1)
 $(1)/bin/pip install --disable-pip-version-check --quiet uv==$(UV_VERSION)
-$(1)/bin/uv pip install --quiet --system-certs --python $(1)/bin/python -r $(2)
+$(1)/bin/uv pip install --quiet --system-certs --compile-bytecode --python $(1)/bin/python -r $(2)
 touch $(1)/.installed
 endef
 TOOLS := $(VENV)/.installed

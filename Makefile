@@ -45,7 +45,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: client-tools lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: build format-check client-tools lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -63,13 +63,21 @@ invoke: $(TOOLS) dynamodb-local ## Run a function under AWS's Runtime Interface 
 test: ## Every check and test, then the arm64 package (what CI runs); the package builds at low priority beside the tests
 	scripts/test.sh
 
-check: ## Formatting and lints
-	cargo fmt --all --check
+check: format-check ## Formatting and lints
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 
+format-check: ## Formatting only
+	cargo fmt --all --check
+
+build: ## Compile every workspace target, tests included, without running anything
+	cargo test --locked --workspace --all-targets --no-run
+	$(BUILD)
+
+# --all-targets: the targets `make check` lints (no benches or doctests live
+# in this workspace, so the tests run are those of a plain cargo test).
 unit: dynamodb-local $(TOOLS) ## All Rust tests; those that need DynamoDB Local or the local KMS (moto, in .venv) start their own
 	mkdir -p target
-	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
+	cargo test --locked --workspace --all-targets 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
 
 events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its function's real binary under AWS's Runtime Interface Emulator

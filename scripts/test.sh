@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # make test (and CI): every check and test, then the arm64 package, with
 # the machine's cores kept busy. The steps are the make targets docs/testing.md
-# lists, run in that order; two things run beside them:
+# lists, run in that order; three things make it cheaper than running them
+# one by one:
 #
-# - the tools' installs (pip, npm: one core) run beside `make check`
-#   (cargo fmt and clippy), under one make -j2: clippy's cargo gets the
-#   second core while pip runs, both once it is done;
+# - the workspace compiles once for lints and tests alike: every cargo
+#   command below (not the package's) compiles the workspace's own crates
+#   through clippy-driver, the compiler `cargo clippy` runs, with warnings
+#   denied. `make check` would compile every dependency a second time, in
+#   check mode, for the same lints; here `make build` lints what the tests
+#   then run, and a lint stops the run there;
+# - the tools' installs (uv, npm) run beside that build, under one make -j2;
 # - `make package` (a release build for arm64 with fat LTO, the longest
 #   step) runs in the background from the moment the tools are installed,
 #   at the lowest CPU priority, so it takes mostly the CPU the other steps
 #   leave idle (single-threaded compiles and links, the acceptance runs'
 #   waits on emulators and sockets); disk and memory it still shares. Its
-#   output is in target/package.log, the sizes printed at the end.
+#   output is in target/package.log, the sizes printed at the end. It
+#   builds with plain rustc, as every shipped binary is built.
 #
 # Any failing step fails the run (the package build is then stopped); at
 # the end each step's wall-clock time is printed.
@@ -32,7 +38,7 @@ step() {
 
 mkdir -p target
 # The package build needs the tools (cargo-lambda, zig): it starts the
-# moment they are installed, while clippy still runs. Job control gives it
+# moment they are installed, while the workspace still compiles. Job control gives it
 # a process group of its own, so a failing step can stop all of it (cargo,
 # rustc, zig) at once. It reads no terminal: in a group of its own, a
 # prompt would stop it for good and the run would wait forever.
@@ -44,7 +50,13 @@ package=$!
 set +m
 trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools check
+# The package build above keeps the environment it was started with.
+clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
+[ -x "$clippy_driver" ] || { echo "make test: $clippy_driver not found (rustup component add clippy)" >&2; exit 1; }
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-D warnings"
+
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools format-check build
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients lambda-test; do
   step "${make[@]}" "$target"

@@ -23,12 +23,17 @@ VENV := .venv
 # make test's first minute) and, like pip, uses the system's CA certificates
 # and compiles the modules to bytecode at install: where PYTHONDONTWRITEBYTECODE
 # is set (as on CI machines here), a tool would otherwise recompile every
-# module it imports each time it starts (cfn-lint 1.7 s -> 3.7 s).
+# module it imports each time it starts (cfn-lint 1.7 s -> 3.7 s). uv reads
+# none of pip's settings (an index mirror, say) but its timeout; where it
+# fails, pip installs the requirements instead.
 UV_VERSION := 0.13.8
 define venv
 python3 -m venv $(1)
 $(1)/bin/pip install --disable-pip-version-check --quiet uv==$(UV_VERSION)
-$(1)/bin/uv pip install --quiet --system-certs --compile-bytecode --python $(1)/bin/python -r $(2)
+UV_HTTP_TIMEOUT="$${UV_HTTP_TIMEOUT:-$${PIP_DEFAULT_TIMEOUT:-60}}" \
+  $(1)/bin/uv pip install --quiet --system-certs --compile-bytecode --python $(1)/bin/python -r $(2) || { \
+  echo "uv could not install $(2) (above); pip installs it, with this machine's pip settings" >&2; \
+  $(1)/bin/pip install --disable-pip-version-check --quiet -r $(2); }
 touch $(1)/.installed
 endef
 TOOLS := $(VENV)/.installed
@@ -69,15 +74,15 @@ check: format-check ## Formatting and lints
 format-check: ## Formatting only
 	cargo fmt --all --check
 
+# The targets `make check` lints, in the modes they run in: libraries, tests
+# and test-enabled binaries as tests, then every binary and example.
 build: ## Compile every workspace target, tests included, without running anything
-	cargo test --locked --workspace --all-targets --no-run
+	cargo test --locked --workspace --no-run
 	$(BUILD)
 
-# --all-targets: the targets `make check` lints (no benches or doctests live
-# in this workspace, so the tests run are those of a plain cargo test).
 unit: dynamodb-local $(TOOLS) ## All Rust tests; those that need DynamoDB Local or the local KMS (moto, in .venv) start their own
 	mkdir -p target
-	cargo test --locked --workspace --all-targets 2>&1 | tee target/test-output.txt
+	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
 
 events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its function's real binary under AWS's Runtime Interface Emulator
@@ -94,10 +99,12 @@ validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM
 # thread (codegen-units = 1), and with fewer jobs than functions the last
 # link runs alone while a core idles (on 2 cores, the three links took 91 s
 # with 2 jobs, 79 s with 3).
-PACKAGE_JOBS := $(shell n=$$(nproc); f=$(words $(FUNCTIONS)); echo $$(( n > f ? n : f )))
+# Only raised, never lowered: with cores enough, cargo's own default (which
+# heeds a container's CPU quota) stands.
+PACKAGE_JOBS = $(shell n=$$(nproc 2>/dev/null || echo 1); f=$(words $(FUNCTIONS)); [ "$$n" -ge "$$f" ] || echo --jobs $$f)
 package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
 	rustup target add aarch64-unknown-linux-gnu
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 --jobs $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
 

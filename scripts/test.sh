@@ -7,9 +7,10 @@
 # - the workspace compiles once for lints and tests alike: every cargo
 #   command below (not the package's) compiles the workspace's own crates
 #   through clippy-driver, the compiler `cargo clippy` runs, with warnings
-#   denied. `make check` would compile every dependency a second time, in
-#   check mode, for the same lints; here `make build` lints what the tests
-#   then run, and a lint stops the run there;
+#   denied (scripts/clippy-rustc). `make check` would compile every
+#   dependency a second time, in check mode, for the same lints; here
+#   `make build` lints what the tests then run, and a lint stops the run
+#   there;
 # - the tools' installs (uv, npm) run beside that build, under one make -j2;
 # - `make package` (a release build for arm64 with fat LTO, the longest
 #   step) runs in the background from the moment the tools are installed,
@@ -50,13 +51,15 @@ package=$!
 set +m
 trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 
-# The package build above keeps the environment it was started with.
-clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
-[ -x "$clippy_driver" ] || { echo "make test: $clippy_driver not found (rustup component add clippy)" >&2; exit 1; }
-export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
-export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-D warnings"
+# From here on, cargo compiles the workspace's own crates with
+# scripts/clippy-rustc (clippy-driver, warnings denied); the package build
+# above keeps the environment it was started with.
+CLIPPY_DRIVER="$(rustc --print sysroot)/bin/clippy-driver"
+[ -x "$CLIPPY_DRIVER" ] || { echo "make test: $CLIPPY_DRIVER not found (rustup component add clippy)" >&2; exit 1; }
+export CLIPPY_DRIVER RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc"
 
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools format-check build
+step "${make[@]}" format-check
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools build
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients lambda-test; do
   step "${make[@]}" "$target"

@@ -24,8 +24,8 @@ VENV := .venv
 # and compiles the modules to bytecode at install: where PYTHONDONTWRITEBYTECODE
 # is set (as on CI machines here), a tool would otherwise recompile every
 # module it imports each time it starts (cfn-lint 1.7 s -> 3.7 s). uv reads
-# none of pip's settings (an index mirror, say) but its timeout; where it
-# fails, pip installs the requirements instead.
+# none of pip's settings (an index mirror, say) but PIP_DEFAULT_TIMEOUT; where
+# it fails, for any reason, pip installs the requirements instead.
 UV_VERSION := 0.13.8
 define venv
 python3 -m venv $(1)
@@ -101,7 +101,7 @@ validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM
 # with 2 jobs, 79 s with 3).
 # Only raised, never lowered: with cores enough, cargo's own default (which
 # heeds a container's CPU quota) stands.
-PACKAGE_JOBS = $(shell n=$$(nproc 2>/dev/null || echo 1); f=$(words $(FUNCTIONS)); [ "$$n" -ge "$$f" ] || echo --jobs $$f)
+PACKAGE_JOBS = $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); f=$(words $(FUNCTIONS)); [ "$$n" -ge "$$f" ] || echo --jobs $$f)
 package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
 	rustup target add aarch64-unknown-linux-gnu
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))

@@ -54,7 +54,7 @@ trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 # From here on, cargo compiles the workspace's own crates with
 # scripts/clippy-rustc (clippy-driver, warnings denied); the package build
 # above keeps the environment it was started with.
-CLIPPY_DRIVER="$(rustc --print sysroot)/bin/clippy-driver"
+CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"
 [ -x "$CLIPPY_DRIVER" ] || { echo "make test: $CLIPPY_DRIVER not found (rustup component add clippy)" >&2; exit 1; }
 export CLIPPY_DRIVER RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc"
 

@@ -98,9 +98,8 @@ validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM
 # At least one job per function: each bootstrap's fat-LTO link is a single
 # thread (codegen-units = 1), and with fewer jobs than functions the last
 # link runs alone while a core idles (on 2 cores, the three links took 91 s
-# with 2 jobs, 79 s with 3).
-# Only raised, never lowered: with cores enough, cargo's own default (which
-# heeds a container's CPU quota) stands.
+# with 2 jobs, 79 s with 3). Only raised, never lowered: with cores enough,
+# cargo's own default (which heeds a container's CPU quota) stands.
 PACKAGE_JOBS = $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); f=$(words $(FUNCTIONS)); [ "$$n" -ge "$$f" ] || echo --jobs $$f)
 package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
 	rustup target add aarch64-unknown-linux-gnu

@@ -2,8 +2,10 @@
 //! run `cargo lambda build --bin <function>` at the workspace root, where
 //! cargo unifies features over the default members: those must be the three
 //! functions, or the test crate's in-memory store and the SDK's test
-//! utilities would be compiled into every Lambda binary.
+//! utilities would be compiled into every Lambda binary. And `bench/`, a
+//! workspace of its own, must build its floors with the same profile.
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
 use integration_tests::repo_root;
@@ -59,4 +61,47 @@ fn the_whole_workspace_does_switch_the_test_features_on() {
     assert!(shared.contains("feature \"memory-store\""), "{shared}");
     let dynamodb = features_of("aws-sdk-dynamodb", &["--workspace"]);
     assert!(dynamodb.contains("feature \"test-util\""), "{dynamodb}");
+}
+
+/// A manifest's `[profile.release...]` sections: each header with its
+/// settings (spaces, comments and blank lines left out), sorted.
+fn release_profile(manifest: &str) -> BTreeMap<String, Vec<String>> {
+    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current = None;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            current = line.starts_with("[profile.release").then(|| line.to_string());
+            if let Some(section) = &current {
+                sections.entry(section.clone()).or_default();
+            }
+        } else if let Some(section) = &current {
+            let setting: String = line
+                .split('#')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            if !setting.is_empty() {
+                sections.entry(section.clone()).or_default().push(setting);
+            }
+        }
+    }
+    sections.values_mut().for_each(|settings| settings.sort());
+    sections
+}
+
+#[test]
+fn the_bench_builds_its_floors_with_the_functions_release_profile() {
+    let read = |path: &str| {
+        let path = repo_root().join(path);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let functions = release_profile(&read("Cargo.toml"));
+    assert!(
+        functions
+            .get("[profile.release]")
+            .is_some_and(|settings| settings.contains(&"lto=\"fat\"".to_string())),
+        "{functions:?}"
+    );
+    assert_eq!(release_profile(&read("bench/Cargo.toml")), functions);
 }

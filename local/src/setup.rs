@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use agent_server_shared::Table;
 use agent_server_shared::seal::{self, Sealer};
 use agent_server_shared::store::TableNames;
-use agent_server_shared::{ApiKey, Resource, Table};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
@@ -81,18 +81,19 @@ pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), S
 }
 
 /// Writes the sample records, replacing any earlier copies. With a
-/// `sealer`, the sample API key's `api_key` is stored sealed, as the API
-/// stores one; without, in plain text, as an item written before sealing.
+/// `sealer`, the sample API key's `api_key` and the sample MCP server's
+/// header values are stored sealed, as the API stores them; without, in
+/// plain text, as items written before sealing.
 pub async fn load_samples(
     client: &Client,
     tables: &TableNames,
     sealer: Option<&Sealer>,
 ) -> Result<(), SetupError> {
     for (table, mut item) in samples::items() {
-        if let (Some(sealer), Table::ApiKeys) = (sealer, table) {
-            seal::seal_stored(sealer, ApiKey::FIELDS, &mut item)
+        if let Some(sealer) = sealer {
+            seal::seal_stored(sealer, table, table.fields(), &mut item)
                 .await
-                .map_err(|e| failed("seal the sample api_key (is the local KMS running?)", e))?;
+                .map_err(|e| failed("seal the sample's secrets (is the local KMS running?)", e))?;
         }
         client
             .put_item()

@@ -1,45 +1,50 @@
-//! `seal-api-keys`: seals every `api_key` an API-key table still holds in
-//! plain text (written before sealing), as the API seals a new one.
+//! `seal-secrets`: seals every secret a table still holds in plain text
+//! (written before sealing), as the API seals a new one: the `api_key`s of
+//! the API-key table (KMS `Encrypt`) and the header values of the
+//! MCP-server table (a new data key per record from KMS `GenerateDataKey`,
+//! each value AES-256-GCM under it, the key stored sealed beside them).
 //!
-//! It scans the table and, for each item whose `api_key` is a string (S),
-//! seals it with KMS (`Encrypt`, the record's encryption context) and writes
-//! the ciphertext back with a conditional `UpdateItem` that sets `api_key`
-//! only while it still holds that same plain text. So a concurrent update
-//! is never lost: an update that set another key (sealed by the API) or
-//! changed any other field is kept, and sealing touches no other attribute
-//! (`version`, `updated_at`, `updated_by`, `updated_fields` stay as they are).
-//! A second run finds nothing left to seal (idempotent), so an interrupted
-//! run is resumed by running it again. `--dry-run` only counts.
+//! It scans the table and, for each item holding a secret in plain text,
+//! seals it and writes it back with a conditional `UpdateItem` that applies
+//! only while the item still holds exactly what was scanned (and, for
+//! headers, still has no data key). So a concurrent update is never lost:
+//! one that set a new secret (sealed by the API) or changed any other field
+//! is kept, and sealing touches no other attribute (`version`,
+//! `updated_at`, `updated_by`, `updated_fields` stay as they are). A second
+//! run finds nothing left to seal (idempotent), so an interrupted run is
+//! resumed by running it again. `--dry-run` only counts.
 
 use std::collections::HashMap;
 
+use agent_server_shared::Table;
 use agent_server_shared::item::Item;
+use agent_server_shared::records::Sealing;
 use agent_server_shared::seal::{self, Sealer};
-use agent_server_shared::{ApiKey, Resource};
+use agent_server_shared::store::Key;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// The attribute this command seals.
-pub const FIELD: &str = "api_key";
+/// The tables that hold secrets, in the order a run seals them.
+pub const TABLES: [Table; 2] = [Table::ApiKeys, Table::McpServers];
 
-/// What one run found and did, item by item.
+/// What one run found and did in one table, item by item.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     /// Items read.
     pub scanned: usize,
-    /// Plain-text keys sealed (with `--dry-run`: that would be sealed).
+    /// Items whose plain-text secrets were sealed (with `--dry-run`: would be).
     pub sealed: usize,
-    /// Keys already sealed (B).
+    /// Items whose secrets were already sealed.
     pub already_sealed: usize,
-    /// Items without an `api_key`.
-    pub without_key: usize,
-    /// Plain-text keys that changed between the scan and the write: left
-    /// to the next run.
+    /// Items holding no secret.
+    pub without_secret: usize,
+    /// Items that changed between the scan and the write: left to the next run.
     pub changed: usize,
-    /// Keys of another type, or items without an id: left as they are.
+    /// Secrets of another type, or items without a key: left as they are.
     pub unexpected: usize,
-    /// Ids whose key could not be sealed or written (the error code only).
+    /// Items whose secrets could not be sealed or written, by key (the
+    /// error code only).
     pub failed: Vec<(String, String)>,
 }
 
@@ -47,12 +52,12 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "scanned {} items: {} sealed, {} already sealed, {} without api_key, \
+            "scanned {} items: {} sealed, {} already sealed, {} without secrets, \
              {} changed while sealing (run again), {} of another type (left as is), {} failed",
             self.scanned,
             self.sealed,
             self.already_sealed,
-            self.without_key,
+            self.without_secret,
             self.changed,
             self.unexpected,
             self.failed.len()
@@ -60,89 +65,181 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// Scans `table` and seals every plain-text `api_key` with `sealer`
-/// (with `dry_run`, counts them instead). Fails only if the table cannot
-/// be read; a key that cannot be sealed or written is listed in
-/// [`Report::failed`] and the run goes on.
+/// The attributes of `table`'s items a run reads: the key, each sealed
+/// field and its data key.
+fn projection(table: Table) -> Vec<&'static str> {
+    let mut names = vec!["id"];
+    if table.scoped_by_project() {
+        names.push("project_id");
+    }
+    for field in table.fields() {
+        match field.sealing() {
+            Some(Sealing::Whole) => names.push(field.name),
+            Some(Sealing::Values { key }) => names.extend([field.name, key]),
+            None => {}
+        }
+    }
+    names
+}
+
+/// Scans `name`, a table of kind `table`, and seals every plain-text secret
+/// with `sealer` (with `dry_run`, counts them instead). Fails only if the
+/// table cannot be read; an item that cannot be sealed or written is listed
+/// in [`Report::failed`] and the run goes on.
 pub async fn seal_table(
     client: &Client,
-    table: &str,
+    table: Table,
+    name: &str,
     sealer: &Sealer,
     dry_run: bool,
 ) -> Result<Report, String> {
     let mut report = Report::default();
-    let mut start: Option<HashMap<String, AttributeValue>> = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            // A consistent read, so a key written just before is seen.
-            .consistent_read(true)
-            .projection_expression("#id, #key")
-            .expression_attribute_names("#id", "id")
-            .expression_attribute_names("#key", FIELD)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(|e| format!("cannot scan {table}: {}", e.code().unwrap_or("request failed")))?;
+    let attributes = projection(table);
+    let placeholders: Vec<String> = (0..attributes.len()).map(|index| format!("#a{index}")).collect();
+    let mut pages = client
+        .scan()
+        .table_name(name)
+        // A consistent read, so a secret written just before is seen.
+        .consistent_read(true)
+        .projection_expression(placeholders.join(", "))
+        .set_expression_attribute_names(Some(
+            placeholders
+                .iter()
+                .cloned()
+                .zip(attributes.iter().map(|name| (*name).to_owned()))
+                .collect(),
+        ))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| format!("cannot scan {name}: {}", e.code().unwrap_or("request failed")))?;
         for item in page.items.unwrap_or_default() {
             report.scanned += 1;
-            seal_item(client, table, sealer, item, dry_run, &mut report).await;
-        }
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(report),
+            seal_item(client, table, name, sealer, item, dry_run, &mut report).await;
         }
     }
+    Ok(report)
 }
 
-/// Seals one scanned `item` (its `id` and `api_key`, as
-/// [`seal_table`] reads them) and counts the outcome in `report`.
+/// What a scanned item holds of its secrets.
+enum Found {
+    /// Something to seal.
+    Plain,
+    /// Everything present is sealed.
+    Sealed,
+    /// No secret.
+    Nothing,
+    /// A secret of a type this service never writes.
+    Unexpected,
+}
+
+fn found(table: Table, item: &Item) -> Found {
+    let mut outcome = Found::Nothing;
+    for field in table.fields() {
+        let this = match (field.sealing(), item.get(field.name)) {
+            (None, _) | (_, None | Some(AttributeValue::Null(_))) => continue,
+            (Some(Sealing::Whole), Some(AttributeValue::S(_))) => Found::Plain,
+            (Some(Sealing::Whole), Some(AttributeValue::B(_))) => Found::Sealed,
+            (Some(Sealing::Values { key }), Some(AttributeValue::M(members))) => {
+                let plain = members
+                    .values()
+                    .any(|value| matches!(value, AttributeValue::S(_)));
+                match (item.contains_key(key), plain) {
+                    (false, true) => Found::Plain,
+                    (true, _)
+                        if members
+                            .values()
+                            .all(|value| matches!(value, AttributeValue::B(_))) =>
+                    {
+                        Found::Sealed
+                    }
+                    (false, false) if members.is_empty() => continue,
+                    _ => Found::Unexpected,
+                }
+            }
+            _ => Found::Unexpected,
+        };
+        outcome = match (outcome, this) {
+            (Found::Unexpected, _) | (_, Found::Unexpected) => Found::Unexpected,
+            (Found::Plain, _) | (_, Found::Plain) => Found::Plain,
+            _ => Found::Sealed,
+        };
+    }
+    outcome
+}
+
+/// Seals one scanned `item` of `table` (stored in `name`) and counts the
+/// outcome in `report`.
 pub async fn seal_item(
     client: &Client,
-    table: &str,
+    table: Table,
+    name: &str,
     sealer: &Sealer,
     item: Item,
     dry_run: bool,
     report: &mut Report,
 ) {
-    let id = match item.get("id") {
-        Some(AttributeValue::S(id)) => id.clone(),
-        _ => {
-            report.unexpected += 1;
-            return;
-        }
+    let Some(key) = Key::of_item(table, &item) else {
+        report.unexpected += 1;
+        return;
     };
-    let plain = match item.get(FIELD) {
-        None | Some(AttributeValue::Null(_)) => return report.without_key += 1,
-        Some(AttributeValue::B(_)) => return report.already_sealed += 1,
-        Some(AttributeValue::S(plain)) => AttributeValue::S(plain.clone()),
-        Some(_) => return report.unexpected += 1,
+    let label = match &key.project_id {
+        Some(project) => format!("{project}/{}", key.id),
+        None => key.id.clone(),
     };
+    match found(table, &item) {
+        Found::Plain => {}
+        Found::Sealed => return report.already_sealed += 1,
+        Found::Nothing => return report.without_secret += 1,
+        Found::Unexpected => return report.unexpected += 1,
+    }
     if dry_run {
         report.sealed += 1;
         return;
     }
-    let mut sealed = item;
-    if let Err(error) = seal::seal_stored(sealer, ApiKey::FIELDS, &mut sealed).await {
-        report.failed.push((id, error.to_string()));
-        return;
-    }
-    let Some(ciphertext) = sealed.remove(FIELD) else {
-        report.failed.push((id, "nothing sealed".into()));
-        return;
+    let mut sealed = item.clone();
+    let fields = match seal::seal_stored(sealer, table, table.fields(), &mut sealed).await {
+        Ok(fields) if !fields.is_empty() => fields,
+        Ok(_) => return report.failed.push((label, "nothing sealed".into())),
+        Err(error) => return report.failed.push((label, error.to_string())),
     };
-    let written = client
-        .update_item()
-        .table_name(table)
-        .key("id", AttributeValue::S(id.clone()))
-        .update_expression("SET #key = :sealed")
+    let mut names = HashMap::new();
+    let mut values = HashMap::new();
+    let mut assignments = Vec::new();
+    let mut conditions = vec!["attribute_exists(#id)".to_owned()];
+    names.insert("#id".to_owned(), "id".to_owned());
+    for (index, field) in table.fields().iter().enumerate() {
+        if !fields.contains(&field.name) {
+            continue;
+        }
+        let (Some(plain), Some(ciphertext)) = (item.get(field.name), sealed.get(field.name)) else {
+            continue;
+        };
+        names.insert(format!("#f{index}"), field.name.to_owned());
+        values.insert(format!(":plain{index}"), plain.clone());
+        values.insert(format!(":sealed{index}"), ciphertext.clone());
+        assignments.push(format!("#f{index} = :sealed{index}"));
         // Only while the item still holds the plain text that was sealed:
         // a concurrent write wins, and the next run looks again.
-        .condition_expression("#key = :plain")
-        .expression_attribute_names("#key", FIELD)
-        .expression_attribute_values(":sealed", ciphertext)
-        .expression_attribute_values(":plain", plain)
+        conditions.push(format!("#f{index} = :plain{index}"));
+        if let Some(Sealing::Values { key: attribute }) = field.sealing()
+            && let Some(data_key) = sealed.get(attribute)
+        {
+            names.insert(format!("#k{index}"), attribute.to_owned());
+            values.insert(format!(":key{index}"), data_key.clone());
+            assignments.push(format!("#k{index} = :key{index}"));
+            conditions.push(format!("attribute_not_exists(#k{index})"));
+        }
+    }
+    let written = client
+        .update_item()
+        .table_name(name)
+        .set_key(Some(key.attributes()))
+        .update_expression(format!("SET {}", assignments.join(", ")))
+        .condition_expression(conditions.join(" AND "))
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
         .send()
         .await;
     match written {
@@ -156,6 +253,70 @@ pub async fn seal_item(
         }
         Err(error) => report
             .failed
-            .push((id, error.code().unwrap_or("request failed").to_owned())),
+            .push((label, error.code().unwrap_or("request failed").to_owned())),
+    }
+}
+
+/// What the commands share: reading the configuration, running, reporting.
+pub mod cli {
+    use std::process::ExitCode;
+
+    use agent_server_shared::Table;
+    use agent_server_shared::seal::{KmsSealer, Sealer};
+
+    use super::seal_table;
+
+    /// A table that holds secrets, as `--only` names it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+    pub enum Kind {
+        /// The API-key table (`api_key`).
+        ApiKeys,
+        /// The MCP-server table (`headers`).
+        McpServers,
+    }
+
+    /// Seals `tables` (each a kind and its name) with `SECRETS_KEY_ID`
+    /// and the standard AWS configuration, printing one line per table
+    /// under the command's name `command`, and each item that failed.
+    /// Exits 2 without a key, 1 if anything failed.
+    pub async fn run(command: &str, tables: &[(Table, String)], dry_run: bool) -> ExitCode {
+        let key_id = match Sealer::key_id(|name| std::env::var(name).ok()) {
+            Ok(key_id) => key_id,
+            Err(error) => {
+                eprintln!("{command}: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let client = aws_sdk_dynamodb::Client::new(&config);
+        let sealer = Sealer::Kms(KmsSealer::from_config(&config, key_id));
+        let mut failed = false;
+        for (table, name) in tables {
+            match seal_table(&client, *table, name, &sealer, dry_run).await {
+                Ok(report) => {
+                    let verb = if dry_run {
+                        "dry run, nothing written"
+                    } else {
+                        "done"
+                    };
+                    println!("{command}: {name}: {report} ({verb})");
+                    for (key, reason) in &report.failed {
+                        eprintln!("{command}: {name}: {key}: not sealed: {reason}");
+                    }
+                    failed |= !report.failed.is_empty();
+                }
+                Err(message) => {
+                    eprintln!("{command}: {message}");
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -1,14 +1,16 @@
 //! The time and retry budget a request's AWS calls share.
 //!
-//! A request makes at most two calls: KMS `Encrypt` when it sets a secret,
-//! then DynamoDB's `UpdateItem`. Together they get [`TIME_BUDGET`], well
-//! under the functions' timeout, so a slow dependency answers a 503
-//! envelope rather than a Lambda timeout. Each client is built with the
-//! same policy ([`retry_config`], [`timeout_config`]); the second call gets
-//! what the first left ([`remaining`]). When a call fails anyway,
-//! [`failure`] says whether a later try may succeed (a 503) or not.
+//! A request makes at most one KMS call (sealing or opening a secret) and
+//! at most two DynamoDB calls. Together they get a [`Budget`]: at most
+//! [`TIME_BUDGET`], and never past the invocation's deadline less
+//! [`ANSWER_MARGIN`], so a slow dependency answers a 503 envelope, with its
+//! access and metrics lines, rather than Lambda ending the invocation. Each
+//! client is built with the same policy ([`retry_config`],
+//! [`timeout_config`]); each call gets what the earlier ones left
+//! ([`Budget::remaining`]). When a call fails anyway, [`failure`] says
+//! whether a later try may succeed (a 503) or not.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
@@ -40,9 +42,41 @@ pub fn timeout_config(total: Duration) -> TimeoutConfig {
         .build()
 }
 
-/// What is left of [`TIME_BUDGET`] for calls made since `started`.
-pub fn remaining(started: Instant) -> Duration {
-    TIME_BUDGET.saturating_sub(started.elapsed())
+/// What a request keeps back from its invocation's deadline to answer:
+/// the response, its access and metrics lines, at a small share of a CPU.
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
+
+/// The time one request's AWS calls may still take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    until: Instant,
+}
+
+impl Budget {
+    /// A budget starting now: [`TIME_BUDGET`], or less where the
+    /// invocation's `deadline` (when it has one) comes sooner, less
+    /// [`ANSWER_MARGIN`].
+    pub fn start(deadline: Option<SystemTime>) -> Self {
+        let now = Instant::now();
+        let mut time = TIME_BUDGET;
+        if let Some(deadline) = deadline {
+            let left = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+            time = time.min(left.saturating_sub(ANSWER_MARGIN));
+        }
+        Self { until: now + time }
+    }
+
+    /// The invocation's deadline as the Lambda runtime gives it
+    /// (milliseconds since the epoch); 0, as an invocation made outside
+    /// Lambda has, is none.
+    pub fn deadline_of(context: &lambda_runtime::Context) -> Option<SystemTime> {
+        (context.deadline > 0).then(|| SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline))
+    }
+
+    /// What is left.
+    pub fn remaining(&self) -> Duration {
+        self.until.saturating_duration_since(Instant::now())
+    }
 }
 
 /// A failed AWS call, as its caller answers it. The reason keeps only error
@@ -118,6 +152,34 @@ mod tests {
         let full = timeout_config(TIME_BUDGET);
         assert_eq!(full.operation_attempt_timeout(), Some(ATTEMPT_BUDGET));
         assert_eq!(full.connect_timeout(), Some(CONNECT_BUDGET));
-        assert!(remaining(Instant::now()) <= TIME_BUDGET);
+    }
+
+    #[test]
+    fn the_budget_ends_before_the_deadline() {
+        assert!(Budget::start(None).remaining() <= TIME_BUDGET);
+        assert!(Budget::start(None).remaining() > TIME_BUDGET - Duration::from_millis(500));
+        let soon = SystemTime::now() + Duration::from_millis(1000);
+        let budget = Budget::start(Some(soon)).remaining();
+        assert!(
+            budget <= Duration::from_millis(1000) - ANSWER_MARGIN,
+            "{budget:?}"
+        );
+        assert!(budget > Duration::from_millis(500), "{budget:?}");
+        let far = SystemTime::now() + Duration::from_secs(60);
+        assert!(Budget::start(Some(far)).remaining() <= TIME_BUDGET);
+        // Past, or within the margin: nothing left, so no call is made.
+        for gone in [
+            SystemTime::now() - Duration::from_secs(1),
+            SystemTime::now() + ANSWER_MARGIN / 2,
+        ] {
+            assert_eq!(Budget::start(Some(gone)).remaining(), Duration::ZERO);
+        }
+        let mut context = lambda_runtime::Context::default();
+        assert_eq!(Budget::deadline_of(&context), None);
+        context.deadline = 1_700_000_000_000;
+        assert_eq!(
+            Budget::deadline_of(&context),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        );
     }
 }

@@ -232,6 +232,11 @@ pub enum ApiError {
     /// The record does not exist (in this project).
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The stored record changed while the update was applied, in a way
+    /// the update cannot simply be applied over: nothing was written, and
+    /// the same request may be sent again.
+    #[error("Conflict: the record changed while it was being updated; nothing was written, retry")]
+    Conflict,
     /// A precondition failed: `If-Match` named a version other than the
     /// stored one, `If-None-Match` named the stored one (or `*`), or the
     /// record was written after `If-Unmodified-Since`.
@@ -274,6 +279,7 @@ impl ApiError {
             | Self::BadRequest => 400,
             Self::Forbidden => 403,
             Self::NotFound(_) => 404,
+            Self::Conflict => 409,
             Self::PreconditionFailed { .. } => 412,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType(_) => 415,
@@ -295,6 +301,7 @@ impl ApiError {
             Self::BadRequest => "invalid_request",
             Self::Forbidden => "forbidden",
             Self::NotFound(_) => "not_found",
+            Self::Conflict => "conflict",
             Self::PreconditionFailed { .. } => "precondition_failed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",

@@ -8,17 +8,18 @@ use tracing::Instrument;
 
 use crate::app::App;
 use crate::auth::{Caller, Target};
-use crate::budget;
+use crate::budget::Budget;
 use crate::envelope;
 use crate::error::ApiError;
-use crate::item;
+use crate::item::{self, Item};
 use crate::metrics::{self, Calls, Measurement};
 use crate::patch;
-use crate::records::Resource;
+use crate::records::{Resource, Sealing};
 use crate::request;
-use crate::seal::{self, SealError};
-use crate::store::{Key, Store, StoreError, Update};
+use crate::seal::{self, DataKey, SealError, Sealed};
+use crate::store::{ExpectedKey, Key, Store, StoreError, Update};
 use crate::{Request, Response};
+use lambda_http::RequestExt;
 
 /// Handles one update of a record of kind `R`. Never fails: every outcome,
 /// including a database outage, is an envelope.
@@ -90,18 +91,19 @@ async fn apply<R: Resource, S: Store>(
     request: &Request,
     seen: &mut Seen,
 ) -> Result<(R, String, Option<String>), ApiError> {
-    // The request's shape first (every 400, 413, 415), then who may change
-    // it: a 403 then says nothing about the record, and a request refused
-    // either way costs no database call.
+    // The record's key first (400), then who may change it (403) whatever
+    // the request holds, so a caller without a grant learns nothing of the
+    // body rules; then the rest of the request (400, 413, 415). A request
+    // refused either way costs no database call.
     let key = request::key(request, R::TABLE)?;
     seen.key = Some(key.clone());
-    let preconditions = request::preconditions(request)?;
-    let body = request::json_body(request)?;
-    let set = patch::parse::<R>(&body, app.settings.policy)?;
     caller.authorize(match &key.project_id {
         Some(project) => Target::Project(project),
         None => Target::Unscoped,
     })?;
+    let preconditions = request::preconditions(request)?;
+    let body = request::json_body(request)?;
+    let mut set = patch::parse::<R>(&body, app.settings.policy)?;
     // Field names only: values may be secrets. The list is built only when
     // DEBUG is on (tracing evaluates fields after its level check).
     tracing::debug!(
@@ -109,33 +111,27 @@ async fn apply<R: Resource, S: Store>(
         fields = ?set.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
         "writing"
     );
-    // Sealing and the write share one time budget; nothing reaches the
-    // table unless every secret was sealed.
-    let calls_started = Instant::now();
-    let mut set = set;
+    // Every AWS call shares one budget, bounded by the invocation's
+    // deadline; nothing reaches the table unless every secret was sealed.
+    let budget = Budget::start(request.lambda_context_ref().and_then(Budget::deadline_of));
     // A constant per record kind: the functions whose records seal nothing
     // never reach the KMS client, so their binaries do not carry it.
     let sealed = if R::SEALS {
-        seal::seal_secrets(
-            app.sealer.as_ref(),
-            R::FIELDS,
-            &key.id,
-            &mut set,
-            budget::TIME_BUDGET,
-        )
-        .await
+        let started = Instant::now();
+        let sealed =
+            seal::seal_request(app.sealer.as_ref(), R::FIELDS, &key, &mut set, budget.remaining()).await;
+        // Time in KMS, if it was called: a value sealed, or KMS's own
+        // failure (not a missing sealer).
+        if matches!(
+            &sealed,
+            Ok(Sealed { called_kms: true, .. }) | Err(SealError::Unavailable(_) | SealError::Refused(_))
+        ) {
+            seen.calls.kms = Some(started.elapsed());
+        }
+        sealed.map_err(|error| sealing_failed(R::ROUTE, error))?
     } else {
-        Ok(false)
+        Sealed::default()
     };
-    // Time in KMS, if it was called: a value sealed, or KMS's own failure (not a
-    // missing sealer). A request setting no secret makes no call.
-    if matches!(
-        sealed,
-        Ok(true) | Err(SealError::Unavailable(_) | SealError::Refused(_))
-    ) {
-        seen.calls.kms = Some(calls_started.elapsed());
-    }
-    sealed.map_err(|error| sealing_failed(R::ROUTE, error))?;
     let update = Update {
         table: R::TABLE,
         key,
@@ -147,29 +143,10 @@ async fn apply<R: Resource, S: Store>(
         write_id: Update::new_write_id(),
         fields: R::FIELDS,
         updated_by: caller.principal.map(str::to_owned),
-        budget: budget::remaining(calls_started),
+        budget: budget.remaining(),
+        data_key: sealed.key_use,
     };
-    let write_started = Instant::now();
-    let written = app.store.update(update).await;
-    seen.calls.dynamodb = Some(write_started.elapsed());
-    let item = written.map_err(|error| match error {
-        StoreError::NotFound => ApiError::NotFound(R::NOUN),
-        StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
-            current_version: current,
-        },
-        StoreError::Unavailable(reason) => {
-            tracing::warn!(route = R::ROUTE, %reason, "database unavailable");
-            ApiError::Unavailable
-        }
-        StoreError::Unreadable(reason) => {
-            tracing::error!(route = R::ROUTE, %reason, "stored item left unchanged: it is not one this service wrote");
-            ApiError::Internal
-        }
-        StoreError::Internal(reason) => {
-            tracing::error!(route = R::ROUTE, %reason, "database error");
-            ApiError::Internal
-        }
-    })?;
+    let item = write::<R, S>(app, update, sealed.data_key, budget, seen).await?;
     let written = item::string(&item, "updated_at").ok().flatten();
     let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written)));
     stored.map_err(|error| {
@@ -178,8 +155,114 @@ async fn apply<R: Resource, S: Store>(
     })
 }
 
-/// The answer to a secret that could not be sealed, with the one log line
-/// that explains it: the KMS code, never the key material or the value.
+/// Writes `update` and returns the item as written, its sealed values open
+/// (with `data_key`, the key the request sealed them under, if any).
+///
+/// A record whose sealed values the request does not replace is shown
+/// with them opened, which takes its data key: the first try expects none
+/// (a record with no sealed values is one `UpdateItem`, no KMS call); if
+/// the record has one, the refused try returned it, KMS opens it (the
+/// request's one KMS call) and the second try expects exactly that key, so
+/// the values returned are the ones it opens. A key replaced in between is
+/// a 409: opening another would be a second KMS call.
+async fn write<R: Resource, S: Store>(
+    app: &App<S>,
+    mut update: Update,
+    mut data_key: Option<DataKey>,
+    budget: Budget,
+    seen: &mut Seen,
+) -> Result<Item, ApiError> {
+    let key = update.key.clone();
+    loop {
+        let may_open = data_key.is_none()
+            && update
+                .data_key
+                .as_ref()
+                .is_some_and(|key_use| key_use.expected == ExpectedKey::Absent);
+        let retry = may_open.then(|| update.clone());
+        let started = Instant::now();
+        let written = app.store.update(update).await;
+        seen.calls.dynamodb = Some(seen.calls.dynamodb.unwrap_or_default() + started.elapsed());
+        match written {
+            Ok(mut item) => {
+                seal::open_item(R::FIELDS, &key, &mut item, data_key.as_ref()).map_err(|error| {
+                    tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
+                    ApiError::Internal
+                })?;
+                return Ok(item);
+            }
+            Err(StoreError::DataKeyChanged(stored)) => {
+                let (Some(mut retry), Some(attribute)) = (retry, update_key_attribute::<R>()) else {
+                    tracing::warn!(
+                        route = R::ROUTE,
+                        "the record's data key changed during the update"
+                    );
+                    return Err(ApiError::Conflict);
+                };
+                let started = Instant::now();
+                let opened = seal::open_stored_key(
+                    app.sealer.as_ref(),
+                    attribute.0,
+                    attribute.1,
+                    &key,
+                    &stored,
+                    budget.remaining(),
+                )
+                .await;
+                seen.calls.kms = Some(started.elapsed());
+                let opened = opened.map_err(|error| sealing_failed(R::ROUTE, error))?;
+                let Some(opened) = opened else {
+                    tracing::error!(route = R::ROUTE, "stored data key is not binary: nothing written");
+                    return Err(ApiError::Internal);
+                };
+                if let Some(key_use) = &mut retry.data_key {
+                    key_use.expected = ExpectedKey::Is(opened.sealed().to_vec());
+                }
+                retry.budget = budget.remaining();
+                data_key = Some(opened);
+                update = retry;
+            }
+            Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
+        }
+    }
+}
+
+/// The field of `R` whose values are sealed under a data key, and the
+/// attribute holding that key.
+fn update_key_attribute<R: Resource>() -> Option<(&'static str, &'static str)> {
+    R::FIELDS.iter().find_map(|field| match field.sealing() {
+        Some(Sealing::Values { key }) => Some((field.name, key)),
+        _ => None,
+    })
+}
+
+/// The answer to a write the store refused, with the log line that explains
+/// a 5xx.
+fn store_failed(route: &str, noun: &'static str, error: StoreError) -> ApiError {
+    match error {
+        StoreError::NotFound => ApiError::NotFound(noun),
+        StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
+            current_version: current,
+        },
+        StoreError::DataKeyChanged(_) => ApiError::Conflict,
+        StoreError::Unavailable(reason) => {
+            tracing::warn!(route, %reason, "database unavailable");
+            ApiError::Unavailable
+        }
+        StoreError::Unreadable(reason) => {
+            tracing::error!(route, %reason, "stored item left unchanged: it is not one this service wrote");
+            ApiError::Internal
+        }
+        StoreError::Internal(reason) => {
+            tracing::error!(route, %reason, "database error");
+            ApiError::Internal
+        }
+    }
+}
+
+/// The answer to a secret that could not be sealed or opened, with the one
+/// log line that explains it: the KMS code, never the key material or the
+/// value.
 fn sealing_failed(route: &str, error: SealError) -> ApiError {
     match error {
         SealError::Unavailable(reason) => {
@@ -187,7 +270,7 @@ fn sealing_failed(route: &str, error: SealError) -> ApiError {
             ApiError::Unavailable
         }
         SealError::Refused(_) | SealError::NotConfigured => {
-            tracing::error!(route, %error, "sealing the secret failed: nothing written");
+            tracing::error!(route, %error, "sealing or opening a secret failed: nothing written");
             ApiError::Internal
         }
     }

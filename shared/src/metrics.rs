@@ -54,7 +54,7 @@ impl Outcome {
             400 | 405 | 413 | 415 => Self::Invalid,
             401 | 403 => Self::Forbidden,
             404 => Self::NotFound,
-            412 => Self::Conflict,
+            409 | 412 => Self::Conflict,
             503 => Self::Unavailable,
             _ => Self::Error,
         }

@@ -30,6 +30,30 @@ pub enum Access {
     Set(Rule),
     /// A request may set it, under this rule; no response shows it.
     WriteOnly(Rule),
+    /// A request may set it, under this rule, and responses show it, but
+    /// its values are stored sealed ([`crate::seal::values`]): a map whose
+    /// member names stay readable and whose member values are each
+    /// AES-256-GCM under the record's own data key, stored (sealed by KMS)
+    /// in the attribute `key`.
+    SealedValues {
+        /// The rule a request's value must meet.
+        rule: Rule,
+        /// The attribute holding the record's data key, as KMS sealed it.
+        key: &'static str,
+    },
+}
+
+/// How a field's value is sealed before it is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sealing {
+    /// The whole value, by one KMS `Encrypt` (`api_key`): never read back.
+    Whole,
+    /// Each member value, under the record's data key held in this
+    /// attribute (`headers`): read back through one KMS `Decrypt`.
+    Values {
+        /// The attribute holding the sealed data key.
+        key: &'static str,
+    },
 }
 
 /// One field of a record kind, as declared.
@@ -47,7 +71,7 @@ impl Field {
     /// The rule a request's value must meet, if a request may set it.
     pub fn rule(&self) -> Option<Rule> {
         match self.access {
-            Access::Set(rule) | Access::WriteOnly(rule) => Some(rule),
+            Access::Set(rule) | Access::WriteOnly(rule) | Access::SealedValues { rule, .. } => Some(rule),
             Key | Stamp | Kept => None,
         }
     }
@@ -55,13 +79,23 @@ impl Field {
     /// Whether a response shows it, and an update that does not set it
     /// keeps it: then its stored type must be the one the response needs.
     pub fn is_kept_and_shown(&self) -> bool {
-        matches!(self.access, Kept | Set(_))
+        matches!(self.access, Kept | Set(_) | Access::SealedValues { .. })
     }
 
-    /// Whether a request's value is sealed before it is stored
-    /// ([`crate::seal`]): every secret is.
+    /// How a request's value is sealed before it is stored
+    /// ([`crate::seal`]), if it is: every secret whole, a
+    /// [`Access::SealedValues`] field member by member.
+    pub const fn sealing(&self) -> Option<Sealing> {
+        match self.access {
+            Access::WriteOnly(Rule::Secret { .. }) => Some(Sealing::Whole),
+            Access::SealedValues { key, .. } => Some(Sealing::Values { key }),
+            _ => None,
+        }
+    }
+
+    /// Whether a request's value is sealed before it is stored.
     pub const fn is_sealed(&self) -> bool {
-        matches!(self.access, Access::WriteOnly(Rule::Secret { .. }))
+        self.sealing().is_some()
     }
 }
 
@@ -113,6 +147,15 @@ impl Table {
     /// Whether records are keyed by `project_id` as well as `id`.
     pub fn scoped_by_project(self) -> bool {
         !matches!(self, Self::ApiKeys)
+    }
+
+    /// The fields of the record kind stored here.
+    pub fn fields(self) -> &'static [Field] {
+        match self {
+            Self::ApiKeys => ApiKey::FIELDS,
+            Self::McpServers => McpServer::FIELDS,
+            Self::Models => Model::FIELDS,
+        }
     }
 }
 
@@ -237,8 +280,9 @@ record! {
         name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// Server URL.
         endpoint: String = Set(Rule::Endpoint),
-        /// HTTP headers sent to the server.
-        headers: Map<String, Value> = Set(Rule::Headers),
+        /// HTTP headers sent to the server: names readable, values sealed
+        /// at rest under the record's data key (`headers_key`).
+        headers: Map<String, Value> = Access::SealedValues { rule: Rule::Headers, key: "headers_key" },
         /// Creation time.
         created_at: String = Kept,
         /// Time of the last write.
@@ -365,18 +409,26 @@ mod tests {
         assert_eq!(ApiKey::settable("provider_type"), None);
     }
 
+    fn sealed<R: Resource>() -> Vec<(&'static str, Sealing)> {
+        R::FIELDS
+            .iter()
+            .filter_map(|field| field.sealing().map(|sealing| (field.name, sealing)))
+            .collect()
+    }
+
     #[test]
-    fn only_the_api_key_is_sealed() {
+    fn the_api_key_and_the_mcp_headers_are_sealed_and_nothing_else() {
         assert_eq!(
             [ApiKey::SEALS, McpServer::SEALS, Model::SEALS],
-            [true, false, false]
+            [true, true, false]
         );
-        let sealed: Vec<&str> = ApiKey::FIELDS
-            .iter()
-            .filter(|field| field.is_sealed())
-            .map(|field| field.name)
-            .collect();
-        assert_eq!(sealed, ["api_key"]);
+        assert_eq!(sealed::<ApiKey>(), [("api_key", Sealing::Whole)]);
+        assert_eq!(
+            sealed::<McpServer>(),
+            [("headers", Sealing::Values { key: "headers_key" })]
+        );
+        assert_eq!(sealed::<Model>(), []);
+        // A whole secret is stored as binary and never shown.
         assert!(
             ApiKey::FIELDS
                 .iter()

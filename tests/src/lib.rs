@@ -323,18 +323,59 @@ pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore
 }
 
 /// The JSON value of a stored attribute as a request set it: a sealed one
-/// (B) opened as the memory sealer seals (checking it was bound to this
-/// field of this item's `id`); `Null` if absent.
+/// opened as the memory sealer seals (a whole secret (B) checked to be
+/// bound to this field of this item's key; a map's sealed values opened
+/// with the item's data key, bound to the item and each name); `Null` if
+/// absent.
 pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value {
+    use agent_server_shared::records::Sealing;
+    use agent_server_shared::seal::{self, DataKey};
     use aws_sdk_dynamodb::types::AttributeValue;
-    match (item.get(field), item.get("id")) {
-        (None, _) => Value::Null,
-        (Some(AttributeValue::B(sealed)), Some(AttributeValue::S(id))) => {
-            let opened = MemorySealer::unseal(field, id, sealed.as_ref())
-                .unwrap_or_else(|| panic!("{field} of {id} is not sealed for it"));
+    let key = agent_server_shared::store::Key {
+        project_id: match item.get("project_id") {
+            Some(AttributeValue::S(project)) => Some(project.clone()),
+            _ => None,
+        },
+        id: match item.get("id") {
+            Some(AttributeValue::S(id)) => id.clone(),
+            _ => String::new(),
+        },
+    };
+    let context = seal::context(field, &key);
+    match item.get(field) {
+        None => Value::Null,
+        Some(AttributeValue::B(sealed)) => {
+            let opened = MemorySealer::unseal(&context, sealed.as_ref())
+                .unwrap_or_else(|| panic!("{field} of {key:?} is not sealed for it"));
             Value::String(String::from_utf8(opened).unwrap_or_else(|e| panic!("{e}")))
         }
-        (Some(attribute), _) => agent_server_shared::item::to_json(field, attribute).unwrap_or_default(),
+        Some(attribute) => {
+            let sealed_values = agent_server_shared::Table::ALL
+                .iter()
+                .flat_map(|table| table.fields())
+                .find_map(|declared| match declared.sealing() {
+                    Some(Sealing::Values { key }) if declared.name == field => Some(key),
+                    _ => None,
+                });
+            let mut attribute = attribute.clone();
+            if let (Some(data_key), AttributeValue::M(members)) = (sealed_values, &mut attribute)
+                && let Some(AttributeValue::B(sealed_key)) = item.get(data_key)
+            {
+                let plain = MemorySealer::unseal(&context, sealed_key.as_ref())
+                    .unwrap_or_else(|| panic!("{data_key} of {key:?} is not sealed for it"));
+                let data_key = DataKey::new(zeroize::Zeroizing::new(plain), sealed_key.as_ref().to_vec())
+                    .unwrap_or_else(|e| panic!("{e}"));
+                for (name, value) in members.iter_mut() {
+                    if let AttributeValue::B(sealed) = &*value {
+                        let opened = data_key
+                            .open(field, &key, name, sealed.as_ref())
+                            .unwrap_or_else(|e| panic!("{field}.{name} of {key:?}: {e}"));
+                        *value = AttributeValue::S(opened);
+                    }
+                }
+            }
+            agent_server_shared::item::to_json(field, &attribute).unwrap_or_default()
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The KMS sealer: `Encrypt` under the secrets key, with this service's
-//! retry policy and time budget.
+//! The KMS sealer: `Encrypt`, `GenerateDataKey` and `Decrypt` (of data
+//! keys) under the secrets key, with this service's retry policy and time
+//! budget.
 
 use std::time::Duration;
 
@@ -7,8 +8,11 @@ use aws_sdk_kms::Client;
 use aws_sdk_kms::config::http::HttpResponse;
 use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_kms::primitives::Blob;
+use aws_sdk_kms::types::DataKeySpec;
+use zeroize::Zeroizing;
 
-use super::{SealError, context};
+use super::values::DataKey;
+use super::{Context, SealError};
 use crate::budget::{self, Failure, TIME_BUDGET};
 
 /// KMS error codes that mean "try again later"; every other code is a
@@ -51,30 +55,21 @@ impl KmsSealer {
         &self.key_id
     }
 
-    /// Encrypts `plaintext` with the context of `field` on record `id`.
+    /// Encrypts `plaintext` under `context`.
     pub async fn seal(
         &self,
-        field: &str,
-        id: &str,
+        context: Context<'_>,
         plaintext: &[u8],
         budget: Duration,
     ) -> Result<Vec<u8>, SealError> {
-        if budget.is_zero() {
-            return Err(SealError::Unavailable("time budget exhausted".into()));
-        }
-        let mut request = self
+        let output = self
             .client
             .encrypt()
             .key_id(&self.key_id)
-            .plaintext(Blob::new(plaintext));
-        for (key, value) in context(field, id) {
-            request = request.encryption_context(key, value);
-        }
-        let output = request
+            .plaintext(Blob::new(plaintext))
+            .set_encryption_context(Some(owned(context)))
             .customize()
-            .config_override(
-                aws_sdk_kms::config::Builder::new().timeout_config(budget::timeout_config(budget)),
-            )
+            .config_override(within(budget)?)
             .send()
             .await
             .map_err(classify)?;
@@ -82,6 +77,54 @@ impl KmsSealer {
             .ciphertext_blob
             .map(Blob::into_inner)
             .ok_or_else(|| SealError::Refused("Encrypt returned no ciphertext".into()))
+    }
+
+    /// A new AES-256 data key bound to `context` (`GenerateDataKey`).
+    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+        let output = self
+            .client
+            .generate_data_key()
+            .key_id(&self.key_id)
+            .key_spec(DataKeySpec::Aes256)
+            .set_encryption_context(Some(owned(context)))
+            .customize()
+            .config_override(within(budget)?)
+            .send()
+            .await
+            .map_err(classify)?;
+        let plaintext = output.plaintext.map(|key| Zeroizing::new(key.into_inner()));
+        match (plaintext, output.ciphertext_blob) {
+            (Some(plaintext), Some(sealed)) => DataKey::new(plaintext, sealed.into_inner())
+                .map_err(|error| SealError::Refused(format!("GenerateDataKey: {error}"))),
+            _ => Err(SealError::Refused("GenerateDataKey returned no key".into())),
+        }
+    }
+
+    /// Opens a data key KMS sealed under `context` (`Decrypt`, naming the
+    /// secrets key so a blob sealed under any other key is refused).
+    pub async fn open_data_key(
+        &self,
+        sealed: &[u8],
+        context: Context<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
+        let output = self
+            .client
+            .decrypt()
+            .key_id(&self.key_id)
+            .ciphertext_blob(Blob::new(sealed))
+            .set_encryption_context(Some(owned(context)))
+            .customize()
+            .config_override(within(budget)?)
+            .send()
+            .await
+            .map_err(classify)?;
+        let plaintext = output
+            .plaintext
+            .map(|key| Zeroizing::new(key.into_inner()))
+            .ok_or_else(|| SealError::Refused("Decrypt returned no plaintext".into()))?;
+        DataKey::new(plaintext, sealed.to_vec())
+            .map_err(|error| SealError::Refused(format!("Decrypt: {error}")))
     }
 
     /// Opens the client's connection to KMS with one `DescribeKey` of the
@@ -96,6 +139,23 @@ impl KmsSealer {
             Ok(result) => result.map(|_| ()).map_err(classify),
         }
     }
+}
+
+/// An encryption context as the SDK takes it.
+fn owned(context: Context<'_>) -> std::collections::HashMap<String, String> {
+    context
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+/// A call's configuration for what is left of its budget; none left is
+/// unavailable at once, without a call.
+fn within(budget: Duration) -> Result<aws_sdk_kms::config::Builder, SealError> {
+    if budget.is_zero() {
+        return Err(SealError::Unavailable("time budget exhausted".into()));
+    }
+    Ok(aws_sdk_kms::config::Builder::new().timeout_config(budget::timeout_config(budget)))
 }
 
 /// Maps an SDK failure to what the caller can do about it.

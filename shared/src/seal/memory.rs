@@ -5,7 +5,10 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{SealError, context};
+use zeroize::Zeroizing;
+
+use super::values::{DataKey, KEY_BYTES};
+use super::{Context, SealError};
 
 /// What every memory-sealed value starts with.
 const MARK: &[u8] = b"memory-sealed:";
@@ -36,33 +39,53 @@ impl MemorySealer {
         self.calls.load(Ordering::SeqCst)
     }
 
-    pub(super) fn seal(&self, field: &str, id: &str, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+    /// Counts a call, and fails it if told to.
+    fn call(&self) -> Result<(), SealError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let failure = self
             .failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        if let Some(failure) = failure {
-            return Err(failure);
-        }
-        let mut sealed = [MARK, header(field, id).as_bytes()].concat();
+        failure.map_or(Ok(()), Err)
+    }
+
+    pub(super) fn seal(&self, context: Context<'_>, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.call()?;
+        let mut sealed = [MARK, header(context).as_bytes()].concat();
         sealed.extend(plaintext.iter().map(|byte| byte ^ 0xA5));
         Ok(sealed)
     }
 
-    /// The value `sealed` holds if it was sealed for `field` of record
-    /// `id`; `None` for any other context, as KMS's `Decrypt` refuses.
-    pub fn unseal(field: &str, id: &str, sealed: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn new_data_key(&self, context: Context<'_>) -> Result<DataKey, SealError> {
+        self.call()?;
+        let mut plaintext = Zeroizing::new(vec![0; KEY_BYTES]);
+        aws_lc_rs::rand::fill(&mut plaintext).map_err(|_| SealError::Refused("no random key".into()))?;
+        let mut sealed = [MARK, header(context).as_bytes()].concat();
+        sealed.extend(plaintext.iter().map(|byte| byte ^ 0xA5));
+        DataKey::new(plaintext, sealed).map_err(|error| SealError::Refused(error.to_string()))
+    }
+
+    pub(super) fn open_data_key(&self, sealed: &[u8], context: Context<'_>) -> Result<DataKey, SealError> {
+        self.call()?;
+        let plaintext = Self::unseal(context, sealed)
+            .ok_or_else(|| SealError::Refused("InvalidCiphertextException".into()))?;
+        DataKey::new(Zeroizing::new(plaintext), sealed.to_vec())
+            .map_err(|error| SealError::Refused(error.to_string()))
+    }
+
+    /// The value `sealed` holds if it was sealed under `context`; `None`
+    /// for any other context, as KMS's `Decrypt` refuses.
+    pub fn unseal(context: Context<'_>, sealed: &[u8]) -> Option<Vec<u8>> {
         let rest = sealed.strip_prefix(MARK)?;
-        let masked = rest.strip_prefix(header(field, id).as_bytes())?;
+        let masked = rest.strip_prefix(header(context).as_bytes())?;
         Some(masked.iter().map(|byte| byte ^ 0xA5).collect())
     }
 }
 
-fn header(field: &str, id: &str) -> String {
+fn header(context: Context<'_>) -> String {
     let mut header = String::new();
-    for (key, value) in context(field, id) {
+    for (key, value) in context {
         header.push_str(&format!("{key}={value};"));
     }
     header

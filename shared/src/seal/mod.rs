@@ -1,19 +1,31 @@
-//! Sealing: a secret field (`api_key`) is encrypted with AWS KMS before it
-//! reaches the table, so a reader of the table, its stream or a backup sees
-//! only ciphertext.
+//! Sealing: the secrets a record holds are encrypted with AWS KMS before
+//! they reach the table, so a reader of the table, its stream or a backup
+//! sees only ciphertext.
 //!
-//! Each value is sealed with one KMS `Encrypt` under the secrets key
-//! (`SECRETS_KEY_ID`) and the encryption context [`context`]
-//! (`{"field": "api_key", "id": "<record id>"}`), and the `CiphertextBlob`
-//! is stored as is, a Binary attribute. Any language opens it with one
-//! `Decrypt` call and the same context; a ciphertext copied to another
-//! record does not decrypt. A request that sets no secret makes no KMS
-//! call, and a function whose records have no secret has no KMS client.
+//! Two ways, by field ([`crate::records::Sealing`]):
+//!
+//! - **Whole** (`api_key`, never read back): one KMS `Encrypt` under the
+//!   secrets key (`SECRETS_KEY_ID`) with the encryption context
+//!   [`context`] (`{"field": "api_key", "id": "<record id>"}`); the
+//!   `CiphertextBlob` is stored as is, a Binary attribute. Any language
+//!   opens it with one `Decrypt` call and the same context.
+//! - **Values** (`headers`, shown in every response): the member names stay
+//!   readable, each value is sealed under the record's own data key
+//!   ([`values`]), and the data key, from one KMS `GenerateDataKey` with the
+//!   context `{"field": "headers", "project_id": …, "id": …}`, is stored
+//!   sealed beside them. Showing them again takes one `Decrypt`.
+//!
+//! A ciphertext copied to another record does not open. A request makes at
+//! most one KMS call; one that sets no secret, on a record with no sealed
+//! values, makes none, and a function whose records have no secret has no
+//! KMS client.
 
 mod kms;
 #[cfg(feature = "memory-store")]
 mod memory;
+pub mod values;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::primitives::Blob;
@@ -27,16 +39,28 @@ use crate::budget::TIME_BUDGET;
 use crate::config::ConfigError;
 use crate::item::Item;
 use crate::patch::Patch;
-use crate::records::Field;
+use crate::records::{Field, Sealing};
+use crate::store::{DataKeyUse, ExpectedKey, Key, KeyWrite};
+pub use values::DataKey;
 
 /// The variable naming the secrets key: a key id, key ARN, alias name or
 /// alias ARN.
 pub const KEY_ID_VAR: &str = "SECRETS_KEY_ID";
 
-/// The encryption context a sealed `field` of record `id` is bound to.
-/// KMS authenticates it with the ciphertext: `Decrypt` needs exactly it.
-pub fn context<'a>(field: &'a str, id: &'a str) -> [(&'static str, &'a str); 2] {
-    [("field", field), ("id", id)]
+/// A KMS encryption context: pairs in the order they are documented.
+pub type Context<'a> = &'a [(&'static str, &'a str)];
+
+/// The encryption context a sealed `field` of the record `key` is bound to
+/// (the whole secret, or the record's data key for the field): the field,
+/// the record's project where it has one, and its id. KMS authenticates it
+/// with the ciphertext: `Decrypt` needs exactly it.
+pub fn context<'a>(field: &'a str, key: &'a Key) -> Vec<(&'static str, &'a str)> {
+    let mut context = vec![("field", field)];
+    if let Some(project_id) = &key.project_id {
+        context.push(("project_id", project_id));
+    }
+    context.push(("id", &key.id));
+    context
 }
 
 /// Why a value could not be sealed: a KMS error code or a kind, never a
@@ -79,80 +103,263 @@ impl Sealer {
             })
     }
 
-    /// Encrypts `plaintext`, the value of `field` on record `id`, within
-    /// `budget`; returns the ciphertext to store.
+    /// Encrypts `plaintext` under `context` within `budget`; returns the
+    /// ciphertext to store.
     pub async fn seal(
         &self,
-        field: &str,
-        id: &str,
+        context: Context<'_>,
         plaintext: &[u8],
         budget: Duration,
     ) -> Result<Vec<u8>, SealError> {
         match self {
-            Self::Kms(kms) => kms.seal(field, id, plaintext, budget).await,
+            Self::Kms(kms) => kms.seal(context, plaintext, budget).await,
             #[cfg(feature = "memory-store")]
-            Self::Memory(memory) => memory.seal(field, id, plaintext),
+            Self::Memory(memory) => memory.seal(context, plaintext),
+        }
+    }
+
+    /// A new data key bound to `context`, within `budget`.
+    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+        match self {
+            Self::Kms(kms) => kms.new_data_key(context, budget).await,
+            #[cfg(feature = "memory-store")]
+            Self::Memory(memory) => memory.new_data_key(context),
+        }
+    }
+
+    /// Opens the data key `sealed`, bound to `context`, within `budget`.
+    pub async fn open_data_key(
+        &self,
+        sealed: &[u8],
+        context: Context<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
+        match self {
+            Self::Kms(kms) => kms.open_data_key(sealed, context, budget).await,
+            #[cfg(feature = "memory-store")]
+            Self::Memory(memory) => memory.open_data_key(sealed, context),
         }
     }
 }
 
-/// Seals every secret field `set` holds, in place: its text becomes the
-/// ciphertext, a Binary attribute. Returns whether anything was sealed
-/// (and so whether KMS was called). The fields are `fields` (a record
-/// kind's [`crate::Resource::FIELDS`]); `budget` is shared by all calls.
-pub async fn seal_secrets(
+/// What sealing a request's values did, for the write and the answer.
+#[derive(Debug, Default)]
+pub struct Sealed {
+    /// Whether KMS was called.
+    pub called_kms: bool,
+    /// The record's data key, open, where the write stores values sealed
+    /// under it: what opens the written item's values for the answer.
+    pub data_key: Option<DataKey>,
+    /// What the write expects of, and does to, the stored data key.
+    pub key_use: Option<DataKeyUse>,
+}
+
+/// Seals, in place, every secret value `set` holds for the record `key` of
+/// a kind with `fields`: a whole secret's text becomes its KMS ciphertext
+/// (B); a map of sealed values (`headers`) becomes the same names with each
+/// value sealed under a new data key (B), which the write stores with them.
+/// A record kind seals at most one field, so this is at most one KMS call,
+/// and none when `set` holds no secret (an empty map needs no key: the
+/// write removes the old one). `budget` bounds the call.
+pub async fn seal_request(
     sealer: Option<&Sealer>,
     fields: &[Field],
-    id: &str,
+    key: &Key,
     set: &mut Patch,
     budget: Duration,
-) -> Result<bool, SealError> {
-    let started = std::time::Instant::now();
-    let mut sealed = false;
-    for (name, value) in set.iter_mut() {
-        if !fields
-            .iter()
-            .any(|field| field.name == *name && field.is_sealed())
-        {
-            continue;
-        }
-        // Validation only lets a string through for a secret field.
-        let AttributeValue::S(plaintext) = &*value else {
+) -> Result<Sealed, SealError> {
+    let mut sealed = Sealed::default();
+    for field in fields {
+        let Some(sealing) = field.sealing() else {
             continue;
         };
-        let sealer = sealer.ok_or(SealError::NotConfigured)?;
-        let remaining = budget.saturating_sub(started.elapsed());
-        let ciphertext = sealer.seal(name, id, plaintext.as_bytes(), remaining).await?;
-        *value = AttributeValue::B(Blob::new(ciphertext));
-        sealed = true;
+        let value = set
+            .iter_mut()
+            .find(|(name, _)| *name == field.name)
+            .map(|(_, value)| value);
+        match (sealing, value) {
+            // Validation only lets a string through for a whole secret.
+            (Sealing::Whole, Some(value @ AttributeValue::S(_))) => {
+                let AttributeValue::S(plaintext) = &*value else {
+                    continue;
+                };
+                let sealer = sealer.ok_or(SealError::NotConfigured)?;
+                sealed.called_kms = true;
+                let ciphertext = sealer
+                    .seal(&context(field.name, key), plaintext.as_bytes(), budget)
+                    .await?;
+                *value = AttributeValue::B(Blob::new(ciphertext));
+            }
+            (Sealing::Whole, _) => {}
+            (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) if members.is_empty() => {
+                sealed.key_use = Some(DataKeyUse {
+                    attribute,
+                    expected: ExpectedKey::Any,
+                    write: KeyWrite::Remove,
+                });
+            }
+            (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) => {
+                let sealer = sealer.ok_or(SealError::NotConfigured)?;
+                sealed.called_kms = true;
+                let data_key = sealer.new_data_key(&context(field.name, key), budget).await?;
+                seal_members(&data_key, field.name, key, members)?;
+                sealed.key_use = Some(DataKeyUse {
+                    attribute,
+                    expected: ExpectedKey::Any,
+                    write: KeyWrite::Set(data_key.sealed().to_vec()),
+                });
+                sealed.data_key = Some(data_key);
+            }
+            // Not set: the stored values are returned, and the first try
+            // expects none sealed (no KMS call); [`open_stored_key`] is the
+            // second.
+            (Sealing::Values { key: attribute }, _) => {
+                sealed.key_use = Some(DataKeyUse {
+                    attribute,
+                    expected: ExpectedKey::Absent,
+                    write: KeyWrite::Keep,
+                });
+            }
+        }
     }
     Ok(sealed)
 }
 
-/// Seals, in place, every secret attribute of a stored `item` (of a record
-/// kind with `fields`) that is still plain text (S), as a write that sets it
-/// would have; returns the names of those it sealed. An item with no `id`
-/// is left as it is. What the sample loader and `seal-api-keys` do.
+/// Seals each text member of `members` (the map `field` of the record
+/// `key`) under `data_key`, in place; a member already sealed is kept.
+pub fn seal_members(
+    data_key: &DataKey,
+    field: &str,
+    key: &Key,
+    members: &mut HashMap<String, AttributeValue>,
+) -> Result<(), SealError> {
+    for (name, value) in members.iter_mut() {
+        if let AttributeValue::S(plaintext) = &*value {
+            let ciphertext = data_key
+                .seal(field, key, name, plaintext)
+                .map_err(|error| SealError::Refused(error.to_string()))?;
+            *value = AttributeValue::B(Blob::new(ciphertext));
+        }
+    }
+    Ok(())
+}
+
+/// Opens the data key `stored` holds in `key_use`'s attribute (the item as
+/// a refused write found it), for the record `key`'s `field`, within
+/// `budget`: one KMS `Decrypt`. `None` if it holds none.
+pub async fn open_stored_key(
+    sealer: Option<&Sealer>,
+    field: &str,
+    attribute: &str,
+    key: &Key,
+    stored: &Item,
+    budget: Duration,
+) -> Result<Option<DataKey>, SealError> {
+    let Some(AttributeValue::B(sealed)) = stored.get(attribute) else {
+        return Ok(None);
+    };
+    let sealer = sealer.ok_or(SealError::NotConfigured)?;
+    sealer
+        .open_data_key(sealed.as_ref(), &context(field, key), budget)
+        .await
+        .map(Some)
+}
+
+/// Why a stored item's sealed values could not be shown: a stored item
+/// this service did not write, or one altered since. Never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stored member `{field}.{name}` cannot be opened: {reason}")]
+pub struct OpenError {
+    /// The field.
+    pub field: &'static str,
+    /// The member's name (a header name: not secret).
+    pub name: String,
+    /// Why.
+    pub reason: values::ValueError,
+}
+
+/// Opens, in place, every sealed member value of `item` (a record `key` of
+/// a kind with `fields`) with `data_key`, so the record reads as it was
+/// written; text values (stored before sealing) stay as they are.
+pub fn open_item(
+    fields: &[Field],
+    key: &Key,
+    item: &mut Item,
+    data_key: Option<&DataKey>,
+) -> Result<(), OpenError> {
+    for field in fields {
+        if !matches!(field.sealing(), Some(Sealing::Values { .. })) {
+            continue;
+        }
+        let Some(AttributeValue::M(members)) = item.get_mut(field.name) else {
+            continue;
+        };
+        for (name, value) in members.iter_mut() {
+            let AttributeValue::B(sealed) = &*value else {
+                continue;
+            };
+            let failed = |reason| OpenError {
+                field: field.name,
+                name: name.clone(),
+                reason,
+            };
+            let data_key = data_key.ok_or_else(|| failed(values::ValueError::Malformed))?;
+            let opened = data_key
+                .open(field.name, key, name, sealed.as_ref())
+                .map_err(failed)?;
+            *value = AttributeValue::S(opened);
+        }
+    }
+    Ok(())
+}
+
+/// Seals, in place, every secret of a stored `item` (of a record kind
+/// with `fields`) that is still plain text, as a write that sets it would
+/// have: a whole secret stored as text (S), a map of values stored as text
+/// (a new data key, set on the item). Returns the names of the fields it
+/// sealed. An item with no key is left as it is. What the sample loader and
+/// the `seal-secrets` command do.
 pub async fn seal_stored(
     sealer: &Sealer,
+    table: crate::records::Table,
     fields: &[Field],
     item: &mut Item,
 ) -> Result<Vec<&'static str>, SealError> {
-    let Some(AttributeValue::S(id)) = item.get("id").cloned() else {
+    let Some(key) = Key::of_item(table, item) else {
         return Ok(Vec::new());
     };
     let mut plain: Patch = fields
         .iter()
-        .filter(|field| field.is_sealed())
-        .filter_map(|field| match item.get(field.name) {
-            Some(value @ AttributeValue::S(_)) => Some((field.name, value.clone())),
-            _ => None,
+        .filter_map(|field| {
+            let plain = match (field.sealing()?, item.get(field.name)?) {
+                (Sealing::Whole, value @ AttributeValue::S(_)) => value.clone(),
+                (Sealing::Values { key: attribute }, AttributeValue::M(members))
+                    if !item.contains_key(attribute)
+                        && !members.is_empty()
+                        && members
+                            .values()
+                            .any(|value| matches!(value, AttributeValue::S(_))) =>
+                {
+                    AttributeValue::M(members.clone())
+                }
+                _ => return None,
+            };
+            Some((field.name, plain))
         })
         .collect();
-    seal_secrets(Some(sealer), fields, &id, &mut plain, TIME_BUDGET).await?;
-    let sealed = plain.iter().map(|(name, _)| *name).collect();
+    if plain.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sealed = seal_request(Some(sealer), fields, &key, &mut plain, TIME_BUDGET).await?;
+    if let (Some(key_use), Some(data_key)) = (&sealed.key_use, &sealed.data_key) {
+        item.insert(
+            key_use.attribute.to_owned(),
+            AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
+        );
+    }
+    let names = plain.iter().map(|(name, _)| *name).collect();
     for (name, value) in plain {
         item.insert(name.to_owned(), value);
     }
-    Ok(sealed)
+    Ok(names)
 }

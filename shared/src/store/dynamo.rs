@@ -8,7 +8,12 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use aws_sdk_dynamodb::primitives::Blob;
+
+use super::{
+    ExpectedKey, KeyWrite, NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID,
+    written_by,
+};
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, Kind, MAX_VERSION};
 use crate::store::TableNames;
@@ -104,13 +109,33 @@ impl Expression {
         assignments.push("#updated_fields = :fields_set".into());
         // A write by a caller with no principal must not leave the last
         // caller's name on the record.
-        let mut removals = "";
+        let mut removals = Vec::new();
         match update.updated_by {
             Some(principal) => {
                 values.insert(":caller".into(), AttributeValue::S(principal));
                 assignments.push("#updated_by = :caller".into());
             }
-            None => removals = " REMOVE #updated_by",
+            None => removals.push("#updated_by"),
+        }
+        let mut key_condition = String::new();
+        if let Some(data_key) = update.data_key {
+            names.insert("#data_key".into(), data_key.attribute.into());
+            match data_key.expected {
+                ExpectedKey::Any => {}
+                ExpectedKey::Absent => key_condition.push_str(" AND attribute_not_exists(#data_key)"),
+                ExpectedKey::Is(sealed) => {
+                    values.insert(":data_key".into(), AttributeValue::B(Blob::new(sealed)));
+                    key_condition.push_str(" AND #data_key = :data_key");
+                }
+            }
+            match data_key.write {
+                KeyWrite::Keep => {}
+                KeyWrite::Set(sealed) => {
+                    values.insert(":new_data_key".into(), AttributeValue::B(Blob::new(sealed)));
+                    assignments.push("#data_key = :new_data_key".into());
+                }
+                KeyWrite::Remove => removals.push("#data_key"),
+            }
         }
 
         // The item must exist, not hold this update's own write (a retried
@@ -172,6 +197,12 @@ impl Expression {
             condition
                 .push_str(" AND (attribute_not_exists(#updated_at) OR #updated_at < :unmodified_before)");
         }
+        condition.push_str(&key_condition);
+        let removals = if removals.is_empty() {
+            String::new()
+        } else {
+            format!(" REMOVE {}", removals.join(", "))
+        };
         Self {
             update: format!("SET {}{removals}", assignments.join(", ")),
             condition,
@@ -186,7 +217,8 @@ impl Store for DynamoStore {
         let kept = update.kept();
         let table = self.tables.name(update.table);
         let key = update.key.attributes();
-        let write_id = update.write_id.clone();
+        // What explains a refused write: the update without its values.
+        let conditions = update.conditions();
         let time = update.budget;
         if time.is_zero() {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
@@ -216,35 +248,34 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => classify(error, &kept, &write_id),
+            Err(error) => classify(error, &conditions),
         }
     }
 }
 
 /// Maps an SDK failure to what the caller can do about it. Only error
 /// codes and kinds are kept: service messages may quote request values.
-/// `kept` is the update's [`Update::kept`]: an attribute the write would
-/// have replaced does not make the old item unreadable, so a stale version
-/// beside it is still a mismatch. A refused write whose old item carries
-/// `write_id` is this update's own earlier attempt, applied: a success.
-fn classify(
-    error: SdkError<UpdateItemError, HttpResponse>,
-    kept: &[(&'static str, Kind)],
-    write_id: &str,
-) -> Result<Item, StoreError> {
+/// A refused write is explained from the old item by the same rule the
+/// condition states ([`Update::check`] of `update`, the update without its
+/// values); one whose old item carries the update's `write_id` is its own
+/// earlier attempt, applied: a success.
+fn classify(error: SdkError<UpdateItemError, HttpResponse>, update: &Update) -> Result<Item, StoreError> {
     // The old item tells which part of the condition failed.
     if let SdkError::ServiceError(context) = &error
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
     {
         return match &failure.item {
             None => Err(StoreError::NotFound),
-            Some(old) if written_by(old, write_id) => Ok(old.clone()),
-            Some(old) => Err(
-                match item::updatable(old, kept).and_then(|()| item::version(old)) {
+            Some(old) if written_by(old, &update.write_id) => Ok(old.clone()),
+            // The rule lets it through only where the two statements of it
+            // disagree: report the version, as a precondition would.
+            Some(old) => Err(update
+                .check(old)
+                .err()
+                .unwrap_or_else(|| match item::version(old) {
                     Ok(current) => StoreError::VersionMismatch { current },
                     Err(error) => StoreError::Unreadable(error.to_string()),
-                },
-            ),
+                })),
         };
     }
     Err(match budget::failure(&error, transient) {

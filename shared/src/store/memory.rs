@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use aws_sdk_dynamodb::primitives::Blob;
+
 use super::{
-    Key, NoneMatch, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
+    Key, KeyWrite, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
 };
-use crate::item::{self, Item};
+use crate::item::Item;
 use crate::number::Decimal;
 
 /// Records kept in a map, guarded by a mutex so updates are atomic.
@@ -82,9 +84,8 @@ impl Store for MemoryStore {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
         }
         let mut items = self.lock();
-        let kept = update.kept();
         let fields = update.set_names();
-        let Some(stored) = items.get_mut(&(update.table, update.key)) else {
+        let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
             return Err(StoreError::NotFound);
         };
         // An earlier attempt of this update was applied (DynamoDB's
@@ -92,46 +93,10 @@ impl Store for MemoryStore {
         if written_by(stored, &update.write_id) {
             return Ok(stored.clone());
         }
-        // What DynamoDB's condition refuses: only the attributes this write
-        // keeps must be readable.
-        item::updatable(stored, &kept).map_err(|error| StoreError::Unreadable(error.to_string()))?;
+        // What DynamoDB's condition refuses.
+        update.check(stored)?;
         let next = next_version(stored.get("version"))
             .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;
-        let version = item::version(stored);
-        // A failed precondition answers with the stored version, as the
-        // DynamoDB store reads it from the old item.
-        let refused = |version: Result<u64, item::ItemError>| match version {
-            Ok(current) => StoreError::VersionMismatch { current },
-            Err(error) => StoreError::Unreadable(error.to_string()),
-        };
-        if let Some(expected) = update.expected_versions {
-            // IN (…) never matches a fractional version.
-            if !version.as_ref().is_ok_and(|current| expected.contains(current)) {
-                return Err(refused(version));
-            }
-        }
-        let named = match &update.none_match {
-            Some(NoneMatch::Any) => true,
-            // NOT (… IN …) holds for a fractional version.
-            Some(NoneMatch::Versions(refused)) => {
-                version.as_ref().is_ok_and(|current| refused.contains(current))
-            }
-            None => false,
-        };
-        // `attribute_not_exists(…) OR updated_at < bound`: an attribute of
-        // another type never compares as earlier.
-        let modified =
-            update
-                .unmodified_before
-                .as_ref()
-                .is_some_and(|bound| match stored.get("updated_at") {
-                    None => false,
-                    Some(AttributeValue::S(at)) => at >= bound,
-                    Some(_) => true,
-                });
-        if named || modified {
-            return Err(refused(version));
-        }
         stored.insert(UPDATED_FIELDS.into(), AttributeValue::Ss(fields));
         match update.updated_by {
             Some(principal) => stored.insert(UPDATED_BY.into(), AttributeValue::S(principal)),
@@ -143,6 +108,15 @@ impl Store for MemoryStore {
         stored.insert("updated_at".into(), AttributeValue::S(update.now));
         stored.insert("version".into(), AttributeValue::N(next));
         stored.insert(WRITE_ID.into(), AttributeValue::S(update.write_id));
+        if let Some(data_key) = update.data_key {
+            match data_key.write {
+                KeyWrite::Keep => {}
+                KeyWrite::Set(sealed) => {
+                    stored.insert(data_key.attribute.into(), AttributeValue::B(Blob::new(sealed)));
+                }
+                KeyWrite::Remove => drop(stored.remove(data_key.attribute)),
+            }
+        }
         Ok(stored.clone())
     }
 }

@@ -20,7 +20,7 @@ pub use dynamo::DynamoStore;
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
-use crate::item::{Item, Kind};
+use crate::item::{self, Item, Kind};
 use crate::records::Field;
 pub use crate::records::Table;
 
@@ -152,6 +152,58 @@ pub struct Update {
     /// The most time the write may take: what the request's earlier calls
     /// left of [`TIME_BUDGET`] ([`crate::budget`]).
     pub budget: Duration,
+    /// The record's data key (the sealed key its sealed values are under,
+    /// [`crate::records::Sealing::Values`]): what the write expects of the
+    /// stored one and what it stores; `None` for a record kind without one.
+    pub data_key: Option<DataKeyUse>,
+}
+
+/// What an update expects of a record's data key attribute, and does to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataKeyUse {
+    /// The attribute holding the sealed data key.
+    pub attribute: &'static str,
+    /// The write happens only if the stored key is this.
+    pub expected: ExpectedKey,
+    /// What the write does to it.
+    pub write: KeyWrite,
+}
+
+/// What the stored data key must be for a write to happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpectedKey {
+    /// Anything: the write replaces every sealed value and the key with them.
+    Any,
+    /// None: no value is sealed (the values the write returns are readable).
+    Absent,
+    /// This one, byte for byte: the key the caller opened to read the
+    /// values the write returns.
+    Is(Vec<u8>),
+}
+
+/// What a write does to the data key attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyWrite {
+    /// Leaves it as it is.
+    Keep,
+    /// Stores this sealed key (with the values sealed under it).
+    Set(Vec<u8>),
+    /// Removes it (no value is sealed any more).
+    Remove,
+}
+
+impl DataKeyUse {
+    /// Whether `stored`'s data key is the one expected.
+    pub fn holds(&self, stored: &Item) -> bool {
+        let key = stored.get(self.attribute);
+        match &self.expected {
+            ExpectedKey::Any => true,
+            ExpectedKey::Absent => key.is_none(),
+            ExpectedKey::Is(expected) => {
+                matches!(key, Some(AttributeValue::B(blob)) if blob.as_ref() == expected.as_slice())
+            }
+        }
+    }
 }
 
 /// What `If-None-Match` refuses.
@@ -194,6 +246,30 @@ impl Update {
         self.set.iter().map(|(name, _)| (*name).to_owned()).collect()
     }
 
+    /// This update without its values (each set attribute NULL): what
+    /// [`Update::check`] needs to explain a refused write, without a copy
+    /// of a body's values.
+    pub fn conditions(&self) -> Self {
+        Self {
+            table: self.table,
+            key: self.key.clone(),
+            set: self
+                .set
+                .iter()
+                .map(|(name, _)| (*name, AttributeValue::Null(true)))
+                .collect(),
+            expected_versions: self.expected_versions.clone(),
+            none_match: self.none_match.clone(),
+            unmodified_before: self.unmodified_before.clone(),
+            now: self.now.clone(),
+            write_id: self.write_id.clone(),
+            fields: self.fields,
+            updated_by: None,
+            budget: self.budget,
+            data_key: self.data_key.clone(),
+        }
+    }
+
     /// The readable attributes this write keeps (does not set): the ones
     /// whose stored type decides whether the item may be updated. Both
     /// stores judge an item, and explain a refused write, by this list.
@@ -208,7 +284,7 @@ impl Update {
 }
 
 /// Why an update did not happen.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
     /// No record has this key; nothing was written.
     #[error("record not found")]
@@ -226,9 +302,66 @@ pub enum StoreError {
     /// of another type, a version out of range); nothing was written.
     #[error("stored item cannot be updated: {0}")]
     Unreadable(String),
+    /// Every precondition held, but the stored data key is not the one the
+    /// update expected ([`DataKeyUse`]); nothing was written. Carries the
+    /// item as stored, whose key the caller may open to try again.
+    #[error("the record's data key is not the one expected")]
+    DataKeyChanged(Box<Item>),
     /// Anything else (missing table, bad credentials, corrupt item).
     #[error("database error: {0}")]
     Internal(String),
+}
+
+impl Update {
+    /// Whether this update may be applied to `stored`, the item as it is
+    /// now, and if not, why: the one statement of the write's condition in
+    /// Rust. The memory store decides by it; the DynamoDB store, whose
+    /// condition expression says the same, explains a refused write by it
+    /// from the old item DynamoDB returns. An attempt of this update that
+    /// was already applied is not judged here ([`written_by`]).
+    pub fn check(&self, stored: &Item) -> Result<(), StoreError> {
+        // Only the attributes this write keeps must be readable.
+        item::updatable(stored, &self.kept()).map_err(|error| StoreError::Unreadable(error.to_string()))?;
+        let version = item::version(stored);
+        // A failed precondition answers with the stored version.
+        let refused = || match &version {
+            Ok(current) => StoreError::VersionMismatch { current: *current },
+            Err(error) => StoreError::Unreadable(error.to_string()),
+        };
+        if let Some(expected) = &self.expected_versions {
+            // IN (…) never matches a fractional version.
+            if !version.as_ref().is_ok_and(|current| expected.contains(current)) {
+                return Err(refused());
+            }
+        }
+        let named = match &self.none_match {
+            Some(NoneMatch::Any) => true,
+            // NOT (… IN …) holds for a fractional version.
+            Some(NoneMatch::Versions(refused)) => {
+                version.as_ref().is_ok_and(|current| refused.contains(current))
+            }
+            None => false,
+        };
+        // `attribute_not_exists(…) OR updated_at < bound`: an attribute of
+        // another type never compares as earlier.
+        let modified = self
+            .unmodified_before
+            .as_ref()
+            .is_some_and(|bound| match stored.get("updated_at") {
+                None => false,
+                Some(AttributeValue::S(at)) => at >= bound,
+                Some(_) => true,
+            });
+        if named || modified {
+            return Err(refused());
+        }
+        match &self.data_key {
+            Some(data_key) if !data_key.holds(stored) => {
+                Err(StoreError::DataKeyChanged(Box::new(stored.clone())))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Applies partial updates to existing records.

@@ -311,8 +311,11 @@ async fn iam_callers_may_change_every_project_and_no_context_nothing() {
     }
 }
 
+/// The record's key first (400), then the identity (403), then everything
+/// else the request holds: a caller without a grant learns nothing of the
+/// body rules, the preconditions or the media types, and costs no call.
 #[tokio::test]
-async fn the_request_shape_is_judged_before_the_identity() {
+async fn the_key_is_judged_then_the_identity_then_the_rest() {
     for route in Route::ALL {
         let ungranted = [("projects", THIRD)];
         let bad_id = Event::put(route, "not-a-uuid", route.scoped().then_some(OTHER))
@@ -321,21 +324,75 @@ async fn the_request_shape_is_judged_before_the_identity() {
         let outcome = send(route, bad_id, Settings::default()).await;
         assert_eq!(outcome.status, 400, "{route:?}: {}", outcome.body);
         assert_eq!(outcome.body["errorDetails"]["code"], "invalid_id");
-
-        let empty = Event::put(route, ID, route.scoped().then_some(OTHER))
-            .body("{}")
-            .jwt(&ungranted);
-        let outcome = send(route, empty, Settings::default()).await;
-        assert_eq!(outcome.body["errorDetails"]["code"], "empty_update", "{route:?}");
-
-        let unknown = Event::put(route, ID, route.scoped().then_some(OTHER))
-            .body(r#"{"no_such_field": 1}"#)
-            .without_authorizer();
-        let outcome = send(route, unknown, Settings::default()).await;
-        assert_eq!(
-            outcome.body["errorDetails"]["code"], "validation_failed",
-            "{route:?}"
-        );
-        assert_eq!(outcome.calls, 0);
+        if route.scoped() {
+            let bad_project = Event::put(route, ID, None)
+                .query("project_id=nope")
+                .jwt(&ungranted);
+            let outcome = send(route, bad_project, Settings::default()).await;
+            assert_eq!(
+                outcome.body["errorDetails"]["code"], "invalid_project_id",
+                "{route:?}"
+            );
+        }
+        // Whatever else is wrong with the request, a caller without a grant
+        // (a token for another project, or no authorizer context) hears 403.
+        let big = format!(r#"{{"name": "{}"}}"#, "x".repeat(70_000));
+        let wrong: [(&str, Box<dyn Fn(Event) -> Event>); 9] = [
+            ("empty", Box::new(|event: Event| event.body("{}"))),
+            (
+                "unknown",
+                Box::new(|event: Event| event.body(r#"{"no_such_field": 1}"#)),
+            ),
+            (
+                "bad value",
+                Box::new(|event: Event| event.body(r#"{"name": ""}"#)),
+            ),
+            ("not JSON", Box::new(|event: Event| event.body("{"))),
+            ("no body", Box::new(|event: Event| event)),
+            ("too large", Box::new(move |event: Event| event.body(big.clone()))),
+            (
+                "media type",
+                Box::new(|event: Event| {
+                    event
+                        .json(&route.full_body())
+                        .header("content-type", "text/plain")
+                }),
+            ),
+            (
+                "If-Match",
+                Box::new(|event: Event| event.json(&route.full_body()).header("if-match", "\"1\", *")),
+            ),
+            (
+                "encoding",
+                Box::new(|event: Event| event.json(&route.full_body()).header("content-encoding", "gzip")),
+            ),
+        ];
+        for (case, make) in &wrong {
+            for identity in ["token for another project", "no authorizer"] {
+                let event = make(Event::put(route, ID, route.scoped().then_some(OTHER)));
+                let event = match identity {
+                    "no authorizer" => event.without_authorizer(),
+                    _ => event.jwt(&ungranted),
+                };
+                let outcome = send(route, event, Settings::default()).await;
+                assert_forbidden(&outcome, &format!("{route:?} {case}, {identity}"));
+                assert_eq!(outcome.calls, 0);
+            }
+            // With a grant, the same request is judged on what it holds.
+            let event = make(Event::put(route, ID, route.scoped().then_some(OTHER)))
+                .jwt(&[("projects", &format!("{OTHER} {THIRD}"))]);
+            let event = if route.scoped() {
+                event
+            } else {
+                event.jwt(&[("projects", "*")])
+            };
+            let outcome = send(route, event, Settings::default()).await;
+            assert!(
+                [400, 413, 415].contains(&outcome.status),
+                "{route:?} {case} granted: {}",
+                outcome.body
+            );
+            assert_eq!(outcome.calls, 0);
+        }
     }
 }

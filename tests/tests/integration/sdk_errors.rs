@@ -86,6 +86,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         fields: FIELDS,
         updated_by: None,
         budget: agent_server_shared::budget::TIME_BUDGET,
+        data_key: None,
     }
 }
 
@@ -211,7 +212,11 @@ async fn kms_server_faults_are_unavailable_and_refusals_are_refused() {
             config.retry_config(RetryConfig::disabled())
         });
         let outcome = KmsSealer::new(client, "alias/k".into())
-            .seal("api_key", "i", b"sk-1", agent_server_shared::budget::TIME_BUDGET)
+            .seal(
+                &[("field", "api_key"), ("id", "i")],
+                b"sk-1",
+                agent_server_shared::budget::TIME_BUDGET,
+            )
             .await;
         match outcome {
             Err(SealError::Unavailable(reason)) if unavailable => assert!(!reason.contains("SENTINEL")),
@@ -233,7 +238,11 @@ async fn kms_server_faults_are_unavailable_and_refusals_are_refused() {
     });
     let client = mock_client!(aws_sdk_kms, RuleMode::MatchAny, [&internal_error]);
     let outcome = KmsSealer::new(client, "alias/k".into())
-        .seal("api_key", "i", b"sk-1", agent_server_shared::budget::TIME_BUDGET)
+        .seal(
+            &[("field", "api_key"), ("id", "i")],
+            b"sk-1",
+            agent_server_shared::budget::TIME_BUDGET,
+        )
         .await;
     assert!(matches!(outcome, Err(SealError::Unavailable(_))), "{outcome:?}");
 }

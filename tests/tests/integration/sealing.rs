@@ -255,8 +255,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     put(&ids[1], Some(AttributeValue::S("sk-plain-1".into()))).await;
     let already = sealer
         .seal(
-            "api_key",
-            &ids[2],
+            &[("field", "api_key"), ("id", &ids[2])],
             b"sk-sealed-2",
             agent_server_shared::budget::TIME_BUDGET,
         )
@@ -282,19 +281,23 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     };
     let before: Vec<Item> = futures_of(&ids, read).await;
 
-    let dry = seal_table(&dynamo, &table, &sealer, true).await.unwrap();
+    let dry = seal_table(&dynamo, Table::ApiKeys, &table, &sealer, true)
+        .await
+        .unwrap();
     let expected = Report {
         scanned: 5,
         sealed: 2,
         already_sealed: 1,
-        without_key: 1,
+        without_secret: 1,
         unexpected: 1,
         ..Report::default()
     };
     assert_eq!(dry, expected);
     assert_eq!(futures_of(&ids, read).await, before, "a dry run wrote");
 
-    let done = seal_table(&dynamo, &table, &sealer, false).await.unwrap();
+    let done = seal_table(&dynamo, Table::ApiKeys, &table, &sealer, false)
+        .await
+        .unwrap();
     assert_eq!(done, expected);
     for (index, plain) in [(0, "sk-plain-0"), (1, "sk-plain-1"), (2, "sk-sealed-2")] {
         let item = read(&ids[index]).await;
@@ -314,7 +317,9 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     assert_eq!(read(&ids[4]).await, before[4]);
 
     // Again: nothing left to seal.
-    let again = seal_table(&dynamo, &table, &sealer, false).await.unwrap();
+    let again = seal_table(&dynamo, Table::ApiKeys, &table, &sealer, false)
+        .await
+        .unwrap();
     assert_eq!((again.sealed, again.already_sealed), (0, 3));
 
     // Concurrent writes between the scan and the write. One set a new key
@@ -324,8 +329,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     let scanned = read(&raced).await;
     let newer = sealer
         .seal(
-            "api_key",
-            &raced,
+            &[("field", "api_key"), ("id", &raced)],
             b"sk-newer",
             agent_server_shared::budget::TIME_BUDGET,
         )
@@ -333,7 +337,16 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
         .unwrap();
     put(&raced, Some(AttributeValue::B(newer.clone().into()))).await;
     let mut report = Report::default();
-    seal_item(&dynamo, &table, &sealer, scanned, false, &mut report).await;
+    seal_item(
+        &dynamo,
+        Table::ApiKeys,
+        &table,
+        &sealer,
+        scanned,
+        false,
+        &mut report,
+    )
+    .await;
     assert_eq!((report.changed, report.sealed), (1, 0));
     assert_eq!(
         read(&raced).await.get("api_key"),
@@ -356,7 +369,16 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
     let mut report = Report::default();
-    seal_item(&dynamo, &table, &sealer, scanned, false, &mut report).await;
+    seal_item(
+        &dynamo,
+        Table::ApiKeys,
+        &table,
+        &sealer,
+        scanned,
+        false,
+        &mut report,
+    )
+    .await;
     assert_eq!(report.sealed, 1);
     let item = read(&renamed).await;
     assert_eq!(

@@ -82,6 +82,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         fields: route.fields(),
         updated_by: Some("store-conformance".into()),
         budget: agent_server_shared::budget::TIME_BUDGET,
+        data_key: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod lambda_events;
 mod load;
 mod local_api;
 mod local_auth;
+mod mcp_sealing;
 mod openapi;
 mod packaging;
 mod properties;

@@ -647,6 +647,85 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
     }
 }
 
+/// The data key a record's sealed values are under: a write expecting none
+/// is refused once one is stored, one expecting a key is refused for
+/// another, and each refusal returns the item as stored and writes nothing;
+/// a precondition that fails as well is reported first. A write stores or
+/// removes the key with its values.
+async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
+    use agent_server_shared::store::{DataKeyUse, ExpectedKey, KeyWrite};
+    let route = Route::McpServers;
+    let (project, id) = (new_id(), new_id());
+    backend.put(route.table(), route.item(&project, &id)).await;
+    let key = key(route, &project, &id);
+    let with = |expected: ExpectedKey, write: KeyWrite, name: &str| Update {
+        data_key: Some(DataKeyUse {
+            attribute: "headers_key",
+            expected,
+            write,
+        }),
+        ..update(route, key.clone(), vec![("name", AttributeValue::S(name.into()))])
+    };
+    let stored_key = |item: &Item| item.get("headers_key").cloned();
+    // No key stored: expecting none writes; expecting one is refused.
+    let first = backend
+        .update(with(ExpectedKey::Absent, KeyWrite::Keep, "a"))
+        .await;
+    assert_eq!(first.as_ref().map(stored_key), Ok(None));
+    let refused = backend
+        .update(with(ExpectedKey::Is(vec![1, 2]), KeyWrite::Keep, "b"))
+        .await;
+    let Err(StoreError::DataKeyChanged(seen)) = refused else {
+        panic!("expected DataKeyChanged, got {refused:?}");
+    };
+    assert_eq!(stored_key(&seen), None);
+    // Stored with the values; then only that key is accepted.
+    let set = backend
+        .update(with(ExpectedKey::Any, KeyWrite::Set(vec![7; 40]), "c"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let blob = Some(AttributeValue::B(vec![7; 40].into()));
+    assert_eq!(stored_key(&set), blob);
+    let before = backend.get(route.table(), &key).await;
+    for expected in [
+        ExpectedKey::Absent,
+        ExpectedKey::Is(vec![7; 39]),
+        ExpectedKey::Is(vec![8; 40]),
+    ] {
+        let refused = backend.update(with(expected.clone(), KeyWrite::Keep, "d")).await;
+        match refused {
+            Err(StoreError::DataKeyChanged(seen)) => assert_eq!(Some(*seen), before, "{expected:?}"),
+            other => panic!("{expected:?}: expected DataKeyChanged, got {other:?}"),
+        }
+        assert_eq!(
+            backend.get(route.table(), &key).await,
+            before,
+            "{expected:?} wrote"
+        );
+    }
+    // A failed precondition is told first.
+    let stale = Update {
+        expected_versions: Some(vec![0]),
+        ..with(ExpectedKey::Absent, KeyWrite::Keep, "e")
+    };
+    let refused = backend.update(stale).await;
+    assert!(
+        matches!(refused, Err(StoreError::VersionMismatch { current: 2 })),
+        "{refused:?}"
+    );
+    let kept = backend
+        .update(with(ExpectedKey::Is(vec![7; 40]), KeyWrite::Keep, "f"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((stored_key(&kept), item::version(&kept)), (blob, Ok(3)));
+    let removed = backend
+        .update(with(ExpectedKey::Any, KeyWrite::Remove, "g"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stored_key(&removed), None);
+    assert_eq!(backend.get(route.table(), &key).await, Some(removed));
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory_store {
@@ -665,6 +744,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    the_data_key_guards_the_write,
     other_preconditions_guard_the_write,
     who_and_which_fields_are_stored,
     each_field_updates_alone,

@@ -1,0 +1,479 @@
+//! MCP header values are sealed before they reach the table, proven against
+//! DynamoDB Local and a local KMS (moto's server, which enforces encryption
+//! contexts as KMS does): a sentinel header value sent through the local
+//! API exists at rest only as AES-256-GCM ciphertext under a data key bound
+//! to its record (and each value to its name); every PUT still answers with
+//! the values; a KMS outage writes nothing; and the cost bounds hold: a
+//! record without sealed values costs what it did, one with them one KMS
+//! call and at most two DynamoDB calls.
+
+use std::sync::Arc;
+
+use agent_server_shared::item::Item;
+use agent_server_shared::rules::Policy;
+use agent_server_shared::seal::{self, DataKey, MemorySealer, SealError, Sealer};
+use agent_server_shared::store::{
+    DataKeyUse, DynamoStore, ExpectedKey, Key, KeyWrite, MemoryStore, Store, StoreError, TableNames, Update,
+};
+use agent_server_shared::{App, Settings, Table};
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::events::Event;
+use integration_tests::{
+    KmsLocal, Route, body_json, capture_logs, client, dynamo_local, free_port, get_item, http, kms_decrypt,
+    kms_local, put_item, serve_local_api,
+};
+use serde_json::{Value, json};
+
+const SENTINEL: &str = "mcp-SEALED-HEADER-SENTINEL-7c2f";
+
+async fn serve(sealer: Sealer) -> String {
+    let local = dynamo_local().await;
+    let app = App {
+        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
+        settings: Settings {
+            policy: Policy::default(),
+            ..Settings::default()
+        },
+        sealer: Some(sealer),
+    };
+    serve_local_api(Arc::new(app), std::future::pending::<()>())
+        .await
+        .0
+}
+
+/// A fresh MCP server record with plain headers, as written before sealing.
+async fn plain_record() -> Key {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    put_item(&dynamo, Table::McpServers, Route::McpServers.item(&project, &id)).await;
+    Key {
+        project_id: Some(project),
+        id,
+    }
+}
+
+async fn stored(key: &Key) -> Item {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    get_item(&dynamo, Table::McpServers, key)
+        .await
+        .unwrap_or_else(|| panic!("{key:?} is gone"))
+}
+
+fn url(base: &str, key: &Key) -> String {
+    let project = key.project_id.as_deref().unwrap_or_default();
+    format!(
+        "{base}/api/agent-server/mcp-servers/{}?project_id={project}",
+        key.id
+    )
+}
+
+const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
+
+async fn put(base: &str, key: &Key, body: Value) -> integration_tests::Reply {
+    http("PUT", &url(base, key), &JSON, body.to_string()).await
+}
+
+fn sealed_headers(item: &Item) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    let Some(AttributeValue::B(data_key)) = item.get("headers_key") else {
+        panic!(
+            "no sealed data key: {:?}",
+            item.get("headers_key").map(|_| "another type")
+        );
+    };
+    let Some(AttributeValue::M(members)) = item.get("headers") else {
+        panic!("headers are not a map");
+    };
+    let mut values: Vec<(String, Vec<u8>)> = members
+        .iter()
+        .map(|(name, value)| match value {
+            AttributeValue::B(sealed) => (name.clone(), sealed.as_ref().to_vec()),
+            _ => panic!("{name} is not sealed"),
+        })
+        .collect();
+    values.sort();
+    (data_key.as_ref().to_vec(), values)
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
+/// Opens `sealed` as docs/secrets.md tells a consumer to, from the data
+/// key's plaintext: AES-256-GCM, nonce after the version byte, associated
+/// data `0x01 || field 0x00 project 0x00 id 0x00 name`.
+fn open_as_documented(plain_key: &[u8], key: &Key, name: &str, sealed: &[u8]) -> Option<String> {
+    use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+    let (&version, rest) = sealed.split_first()?;
+    if version != 1 || rest.len() < 28 {
+        return None;
+    }
+    let (nonce, ciphertext) = rest.split_at(12);
+    let aead = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, plain_key).ok()?);
+    let mut aad = vec![1u8];
+    let project = key.project_id.as_deref().unwrap_or_default();
+    aad.extend_from_slice(format!("headers\0{project}\0{}\0{name}", key.id).as_bytes());
+    let mut in_out = ciphertext.to_vec();
+    let opened = aead
+        .open_in_place(
+            Nonce::try_assume_unique_for_key(nonce).ok()?,
+            Aad::from(aad),
+            &mut in_out,
+        )
+        .ok()?;
+    String::from_utf8(opened.to_vec()).ok()
+}
+
+#[tokio::test]
+async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_record_and_name() {
+    let (logs, _guard) = capture_logs();
+    let kms = kms_local().await;
+    let base = serve(kms.sealer()).await;
+    let key = plain_record().await;
+    let other = plain_record().await;
+    let headers = json!({"Authorization": format!("Bearer {SENTINEL}"), "X-Api-Key": SENTINEL, "Accept": "text/event-stream"});
+    let reply = put(&base, &key, json!({"name": "Sealed", "headers": headers})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.body["data"]["headers"], headers,
+        "the answer shows the values"
+    );
+
+    let item = stored(&key).await;
+    assert!(!format!("{item:?}").contains(SENTINEL), "{item:?}");
+    let (data_key, values) = sealed_headers(&item);
+    let names: Vec<&str> = values.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["Accept", "Authorization", "X-Api-Key"],
+        "names stay readable"
+    );
+    for (_, sealed) in &values {
+        assert!(!contains(sealed, SENTINEL) && !contains(sealed, "SENTINEL"));
+    }
+    assert_eq!(
+        item.get("updated_fields"),
+        Some(&AttributeValue::Ss(vec!["headers".into(), "name".into()]))
+    );
+
+    // The data key opens with one Decrypt and the documented context only.
+    let project = key.project_id.as_deref().unwrap_or_default();
+    let context = [
+        ("field", "headers"),
+        ("project_id", project),
+        ("id", key.id.as_str()),
+    ];
+    let plain_key = kms_decrypt(&kms.endpoint, &data_key, &context)
+        .await
+        .unwrap_or_else(|code| panic!("Decrypt refused: {code}"));
+    assert_eq!(plain_key.len(), 32);
+    let other_project = other.project_id.as_deref().unwrap_or_default();
+    for wrong in [
+        vec![
+            ("field", "headers"),
+            ("project_id", project),
+            ("id", other.id.as_str()),
+        ],
+        vec![
+            ("field", "headers"),
+            ("project_id", other_project),
+            ("id", key.id.as_str()),
+        ],
+        vec![("field", "api_key"), ("id", key.id.as_str())],
+        vec![("field", "headers"), ("id", key.id.as_str())],
+        vec![],
+    ] {
+        assert!(
+            kms_decrypt(&kms.endpoint, &data_key, &wrong).await.is_err(),
+            "opened with {wrong:?}"
+        );
+    }
+    // Each value opens under its own name and record only.
+    for (name, sealed) in &values {
+        let expected = headers[name].as_str();
+        assert_eq!(
+            open_as_documented(&plain_key, &key, name, sealed).as_deref(),
+            expected
+        );
+        for (other_name, _) in values.iter().filter(|(other_name, _)| other_name != name) {
+            assert_eq!(
+                open_as_documented(&plain_key, &key, other_name, sealed),
+                None,
+                "{name} as {other_name}"
+            );
+        }
+        assert_eq!(open_as_documented(&plain_key, &other, name, sealed), None);
+        assert_eq!(
+            open_as_documented(&plain_key, &key, &name.to_lowercase(), sealed),
+            None
+        );
+    }
+
+    // A PUT that only renames answers with the values, opened.
+    let reply = put(&base, &key, json!({"name": "Renamed"})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["headers"], headers);
+    assert_eq!(reply.body["data"]["name"], "Renamed");
+    let renamed = stored(&key).await;
+    assert_eq!(
+        sealed_headers(&renamed),
+        (data_key, values),
+        "a rename re-sealed the values"
+    );
+
+    // An empty map stores no key: nothing is left to open.
+    let reply = put(&base, &key, json!({"headers": {}})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["headers"], json!({}));
+    assert_eq!(stored(&key).await.get("headers_key"), None);
+
+    let logged = logs.text();
+    assert!(logged.contains("\"status\":200"), "no access line: {logged}");
+    assert!(!logged.contains(SENTINEL), "a log line carries a header value");
+}
+
+#[tokio::test]
+async fn a_kms_outage_writes_nothing_where_kms_is_needed_and_nothing_else_stops() {
+    let (logs, _guard) = capture_logs();
+    let kms = KmsLocal::start(free_port()).await;
+    let base = serve(kms.sealer()).await;
+    let sealed = plain_record().await;
+    let reply = put(
+        &base,
+        &sealed,
+        json!({"headers": {"Authorization": "Bearer before"}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let unsealed = plain_record().await;
+    let (sealed_before, unsealed_before) = (stored(&sealed).await, stored(&unsealed).await);
+
+    kms.stop();
+    for (key, body, before) in [
+        (&sealed, json!({"name": "Not written"}), &sealed_before),
+        (
+            &sealed,
+            json!({"headers": {"Authorization": SENTINEL}}),
+            &sealed_before,
+        ),
+        (
+            &unsealed,
+            json!({"headers": {"Authorization": SENTINEL}}),
+            &unsealed_before,
+        ),
+    ] {
+        let reply = put(&base, key, body.clone()).await;
+        assert_eq!(reply.status, 503, "{body}: {}", reply.body);
+        assert_eq!(reply.body["errorDetails"]["code"], "unavailable");
+        assert!(reply.headers.contains_key("retry-after"));
+        assert_eq!(&stored(key).await, before, "{body}: written while KMS was down");
+        assert!(!reply.body.to_string().contains(SENTINEL));
+    }
+    // No KMS needed: a rename of a record with no sealed values, clearing
+    // the headers, and a model update all go on.
+    let reply = put(&base, &unsealed, json!({"name": "Renamed"})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["headers"], json!({"X-Old": "old"}));
+    let reply = put(&base, &sealed, json!({"headers": {}})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    put_item(&dynamo, Table::Models, Route::Models.item(&project, &id)).await;
+    let model = http(
+        "PUT",
+        &format!("{base}/api/agent-server/models/{id}?project_id={project}"),
+        &JSON,
+        json!({"name": "Still works"}).to_string(),
+    )
+    .await;
+    assert_eq!(model.status, 200, "{}", model.body);
+    assert!(!logs.text().contains(SENTINEL));
+}
+
+/// The MCP route's handler on a memory store and sealer, as the Lambda
+/// binary runs it: the answer, and the calls each made.
+struct Counted {
+    status: u16,
+    body: Value,
+    store_calls: usize,
+    kms_calls: usize,
+}
+
+async fn call<S: Store>(app: &App<S>, sealer: &MemorySealer, key: &Key, body: Value) -> (u16, Value, usize) {
+    let before = sealer.calls();
+    let event = Event::put(Route::McpServers, &key.id, key.project_id.as_deref()).json(&body);
+    let response = Route::McpServers.call(app, event.request()).await;
+    (
+        response.status().as_u16(),
+        body_json(&response),
+        sealer.calls() - before,
+    )
+}
+
+fn memory_app() -> (App<MemoryStore>, Arc<MemorySealer>) {
+    let sealer = Arc::new(MemorySealer::new());
+    let app = App {
+        store: MemoryStore::new(),
+        settings: Settings::default(),
+        sealer: Some(Sealer::Memory(sealer.clone())),
+    };
+    (app, sealer)
+}
+
+fn memory_record(app: &App<MemoryStore>) -> Key {
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    assert!(
+        app.store
+            .put(Table::McpServers, Route::McpServers.item(&project, &id))
+    );
+    Key {
+        project_id: Some(project),
+        id,
+    }
+}
+
+async fn counted(app: &App<MemoryStore>, sealer: &MemorySealer, key: &Key, body: Value) -> Counted {
+    let store_before = app.store.calls();
+    let (status, body, kms_calls) = call(app, sealer, key, body).await;
+    Counted {
+        status,
+        body,
+        store_calls: app.store.calls() - store_before,
+        kms_calls,
+    }
+}
+
+#[tokio::test]
+async fn each_request_makes_at_most_one_kms_call_and_two_store_calls() {
+    let (app, sealer) = memory_app();
+    let key = memory_record(&app);
+    // Unsealed: a rename is what it always was.
+    let rename = counted(&app, &sealer, &key, json!({"name": "a"})).await;
+    assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 1, 0));
+    // Setting headers: one data key, one write.
+    let headers = json!({"Authorization": "Bearer t", "X-Other": "o"});
+    let set = counted(&app, &sealer, &key, json!({"headers": headers})).await;
+    assert_eq!((set.status, set.store_calls, set.kms_calls), (200, 1, 1));
+    assert_eq!(set.body["data"]["headers"], headers);
+    // A rename of a sealed record: the refused try, one Decrypt, the write.
+    let rename = counted(
+        &app,
+        &sealer,
+        &key,
+        json!({"name": "b", "endpoint": "https://e.example"}),
+    )
+    .await;
+    assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 2, 1));
+    assert_eq!(rename.body["data"]["headers"], headers);
+    // Empty headers: no key needed.
+    let clear = counted(&app, &sealer, &key, json!({"headers": {}})).await;
+    assert_eq!((clear.status, clear.store_calls, clear.kms_calls), (200, 1, 0));
+    let rename = counted(&app, &sealer, &key, json!({"name": "c"})).await;
+    assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 1, 0));
+    // The other kinds seal what they did.
+    let stored = app.store.get(Table::McpServers, &key);
+    assert_eq!(stored.and_then(|item| item.get("headers_key").cloned()), None);
+}
+
+#[tokio::test]
+async fn a_kms_failure_is_answered_before_anything_is_written() {
+    for (failure, status) in [
+        (SealError::Unavailable("ThrottlingException".into()), 503),
+        (SealError::Refused("DisabledException".into()), 500),
+    ] {
+        let (app, sealer) = memory_app();
+        let key = memory_record(&app);
+        let set = counted(&app, &sealer, &key, json!({"headers": {"A": "1"}})).await;
+        assert_eq!(set.status, 200);
+        let before = app.store.get(Table::McpServers, &key);
+        sealer.fail_with(Some(failure.clone()));
+        for body in [json!({"name": "x"}), json!({"headers": {"A": "2"}})] {
+            let outcome = counted(&app, &sealer, &key, body.clone()).await;
+            assert_eq!(outcome.status, status, "{failure:?} {body}: {}", outcome.body);
+            assert_eq!(app.store.get(Table::McpServers, &key), before, "{body}: written");
+        }
+    }
+}
+
+/// A store on which another writer replaces the record's headers, and so
+/// its data key, right after each refused write.
+struct Racing {
+    inner: MemoryStore,
+}
+
+impl Store for Racing {
+    async fn update(&self, update: Update) -> Result<Item, StoreError> {
+        let key = update.key.clone();
+        let outcome = self.inner.update(update).await;
+        if matches!(outcome, Err(StoreError::DataKeyChanged(_))) {
+            let racer = Update {
+                table: Table::McpServers,
+                key,
+                set: vec![("headers", AttributeValue::M(Default::default()))],
+                expected_versions: None,
+                none_match: None,
+                unmodified_before: None,
+                now: "2026-11-26T00:00:00.000Z".into(),
+                write_id: Update::new_write_id(),
+                fields: Route::McpServers.fields(),
+                updated_by: Some("racer".into()),
+                budget: agent_server_shared::budget::TIME_BUDGET,
+                data_key: Some(DataKeyUse {
+                    attribute: "headers_key",
+                    expected: ExpectedKey::Any,
+                    write: KeyWrite::Set(vec![9; 48]),
+                }),
+            };
+            assert!(self.inner.update(racer).await.is_ok());
+        }
+        outcome
+    }
+}
+
+#[tokio::test]
+async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() {
+    let sealer = Arc::new(MemorySealer::new());
+    let app = App {
+        store: Racing {
+            inner: MemoryStore::new(),
+        },
+        settings: Settings::default(),
+        sealer: Some(Sealer::Memory(sealer.clone())),
+    };
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let mut item = Route::McpServers.item(&project, &id);
+    let key = Key {
+        project_id: Some(project),
+        id,
+    };
+    // Sealed as a write would: a data key from the sealer, the value under it.
+    let context = seal::context("headers", &key);
+    let data_key: DataKey = Sealer::Memory(sealer.clone())
+        .new_data_key(&context, agent_server_shared::budget::TIME_BUDGET)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let value = data_key
+        .seal("headers", &key, "A", "1")
+        .unwrap_or_else(|e| panic!("{e}"));
+    item.insert(
+        "headers".into(),
+        AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into()),
+    );
+    item.insert(
+        "headers_key".into(),
+        AttributeValue::B(data_key.sealed().to_vec().into()),
+    );
+    assert!(app.store.inner.put(Table::McpServers, item));
+    let (status, body, kms_calls) = call(&app, &sealer, &key, json!({"name": "Mine"})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["errorDetails"]["code"], "conflict");
+    assert_eq!(kms_calls, 1, "a second key was opened");
+    let stored = app.store.inner.get(Table::McpServers, &key).unwrap_or_default();
+    assert_eq!(
+        stored.get("name"),
+        Some(&AttributeValue::S("Original".into())),
+        "the rename was written"
+    );
+    assert_eq!(stored.get("updated_by"), Some(&AttributeValue::S("racer".into())));
+}

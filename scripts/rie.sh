@@ -26,9 +26,9 @@ rie_start() {
     update-model) table_env=MODELS_TABLE=agent-server-models ;;
     *) echo "no such function: $fn" >&2; return 2 ;;
   esac
-  # As template.yaml: only the API-key function has the secrets key and KMS.
+  # As template.yaml: the model function has neither the secrets key nor KMS.
   local no_kms=()
-  [[ "$fn" == update-api-key ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
+  [[ "$fn" != update-model ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
   env "${no_kms[@]}" "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
     "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
     --runtime-api-address "127.0.0.1:$(free_port)" "$root/target/debug/$fn" >"$log" 2>&1 &

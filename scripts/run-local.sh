@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), a local
 # KMS (moto's server) on 127.0.0.1:$KMS_PORT (default 4566) with the secrets
-# key, the tables and sample records (the sample api_key sealed), then
+# key, the tables and sample records (the sample api_key and MCP header
+# values sealed), then
 # local-api on $API_ADDR (default
 # 127.0.0.1:3000), behind the JWT authorizer emulation with a secret made
 # for this run (local-api prints development tokens signed with it).
@@ -68,7 +69,7 @@ export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export ALLOW_PRIVATE_ENDPOINTS=true
 echo "make run: starting a local KMS on 127.0.0.1:$kms_port (log: target/kms-local.log)" >&2
 kms_start "$root/target/kms-local.log" "$kms_port"
-echo "make run: api_key is sealed under $SECRETS_KEY_ID (AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS)" >&2
+echo "make run: api_key and MCP header values are sealed under $SECRETS_KEY_ID (AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS)" >&2
 # A fresh HS256 secret each run: tokens from an earlier run stop working.
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 rie_flags=()

@@ -32,13 +32,15 @@ Gateway's p99 Latency above LatencyAlarmThresholdMs and on the API's 4xx
 rate (metric math, 4xx / Count); every function gets METRICS_NAMESPACE
 from MetricsNamespace (default AgentServer) for its EMF metrics.
 
-Sealed secrets: the API-key function (and only it) gets SECRETS_KEY_ID, the
-ARN of SecretsKey, a rotated KMS key of its own (never the tables' DataKey)
+Sealed secrets: the API-key and MCP-server functions (and only they) get
+SECRETS_KEY_ID, the ARN of SecretsKey, a rotated KMS key of its own (never the tables' DataKey)
 whose key policy keeps the account's administration statement and lets
 decrypt only the roles of SecretReaderRoleArns (exact ARNs), only api_key
-values; the function's role may kms:Encrypt on it only for the context
-{"field": "api_key", "id": ...} (exactly those keys) and kms:DescribeKey,
-and no function's role may kms:Decrypt (or re-encrypt) anything.
+and headers values; the API-key function's role may kms:Encrypt on it only
+for the context {"field": "api_key", "id": ...} (exactly those keys), the
+MCP-server function's kms:GenerateDataKey and kms:Decrypt only for
+{"field": "headers", "project_id": ..., "id": ...}, both kms:DescribeKey,
+and no other grant may decrypt (or re-encrypt) anything.
 
 Change events (PublishChangeEvents): with it on, every table has a
 NEW_IMAGE stream (none with it off) read by its own pipe, which keeps MODIFY
@@ -159,7 +161,21 @@ ENCRYPT_CONDITION = {
     "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["field", "id"]},
     "Null": {"kms:EncryptionContext:id": "false"},
 }
-SEAL_GRANTS = {"kms:Encrypt": ENCRYPT_CONDITION, "kms:DescribeKey": None}
+# The MCP-server function seals header values under a data key per record
+# and opens that key to show them: kms:GenerateDataKey and kms:Decrypt only
+# for the context {"field": "headers", "project_id": ..., "id": ...}.
+HEADERS_FUNCTION = "UpdateMcpServerFunction"
+HEADERS_CONDITION = {
+    "StringEquals": {"kms:EncryptionContext:field": "headers"},
+    "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["field", "project_id", "id"]},
+    "Null": {"kms:EncryptionContext:project_id": "false", "kms:EncryptionContext:id": "false"},
+}
+SEAL_GRANTS_OF = {
+    SEALING_FUNCTION: {"kms:Encrypt": ENCRYPT_CONDITION, "kms:DescribeKey": None},
+    HEADERS_FUNCTION: {"kms:GenerateDataKey": HEADERS_CONDITION, "kms:Decrypt": HEADERS_CONDITION,
+                       "kms:DescribeKey": None},
+}
+SEAL_GRANTS = {action for grants in SEAL_GRANTS_OF.values() for action in grants}
 # X-Ray's write actions take no resource: with tracing on, every function
 # may call them on "*", and nothing else may be granted on "*".
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -170,8 +186,9 @@ def check_function(resources, function, table, log_group, conditions=None):
     """The function logs JSON, START/REPORT records included, to its own group;
     its role, written in the template, may do nothing but TABLE_ACTIONS on
     its own table and LOG_ACTIONS on its own log group, plus, for the
-    API-key function, SEAL_GRANTS on the secrets key (never kms:Decrypt),
-    and XRAY_ACTIONS on "*" exactly when tracing is on."""
+    API-key and MCP-server functions, their SEAL_GRANTS_OF on the secrets key
+    (kms:Decrypt only of the MCP headers' data keys), and XRAY_ACTIONS on "*"
+    exactly when tracing is on."""
     conditions = conditions or {}
     problems = []
     properties = resources.get(function, {}).get("Properties", {})
@@ -217,18 +234,20 @@ def check_function(resources, function, table, log_group, conditions=None):
             for action in actions:
                 if action in TABLE_ACTIONS or action in LOG_ACTIONS:
                     target, expected_condition = (own_table if action in TABLE_ACTIONS else own_logs), None
-                elif action in SEAL_GRANTS and function == SEALING_FUNCTION:
-                    target, expected_condition = secrets_key, SEAL_GRANTS[action]
+                elif action in SEAL_GRANTS_OF.get(function, {}):
+                    target, expected_condition = secrets_key, SEAL_GRANTS_OF[function][action]
                 elif action in XRAY_ACTIONS and tracing:
                     target, expected_condition = "*", None
-                elif action in SEAL_GRANTS:
-                    problems.append(f"{role_name} may call {action}, which only {SEALING_FUNCTION} needs")
+                elif action in SEAL_GRANTS and action.lower() != "kms:decrypt":
+                    needing = [name for name, grants in SEAL_GRANTS_OF.items() if action in grants]
+                    problems.append(f"{role_name} may call {action}, which only {' and '.join(needing)} needs")
                     continue
                 elif action in XRAY_ACTIONS:
                     problems.append(f"{role_name} may call {action} with tracing off")
                     continue
                 elif action.lower() in ("kms:decrypt", "kms:*", "*") or action.lower().startswith("kms:re"):
-                    problems.append(f"{role_name} may call {action}: no function may decrypt a secret")
+                    problems.append(f"{role_name} may call {action}: no function may decrypt a secret "
+                                    f"(but {HEADERS_FUNCTION} its headers' data keys)")
                     continue
                 else:
                     problems.append(f"{role_name} may call {action}, which no function needs")
@@ -244,8 +263,7 @@ def check_function(resources, function, table, log_group, conditions=None):
             if "*" in resources_of and not set(actions) <= XRAY_ACTIONS:
                 problems.append(f"{role_name} grants {actions} on \"*\"; only {sorted(XRAY_ACTIONS)} may be")
     needed = {"dynamodb:UpdateItem"} | LOG_ACTIONS
-    if function == SEALING_FUNCTION:
-        needed |= set(SEAL_GRANTS)
+    needed |= set(SEAL_GRANTS_OF.get(function, {}))
     if tracing:
         needed |= XRAY_ACTIONS
     missing = needed - granted
@@ -410,11 +428,12 @@ def check_environment(template, resources):
         sealing_key = deployed.get("SECRETS_KEY_ID")
         if deployed.get("AWS_ENDPOINT_URL_KMS") not in (None, {"Ref": "AWS::NoValue"}):
             problems.append(f"{function} gets AWS_ENDPOINT_URL_KMS as deployed; it is for sam local only")
-        if function != SEALING_FUNCTION and variables.get("AWS_ENDPOINT_URL_KMS") is not None:
-            problems.append(f"{function} gets AWS_ENDPOINT_URL_KMS, which only {SEALING_FUNCTION} may have")
-        if function != SEALING_FUNCTION and sealing_key is not None:
-            problems.append(f"{function} gets SECRETS_KEY_ID, which only {SEALING_FUNCTION} may have")
-        if function == SEALING_FUNCTION and sealing_key != {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}:
+        sealers = " and ".join(SEAL_GRANTS_OF)
+        if function not in SEAL_GRANTS_OF and variables.get("AWS_ENDPOINT_URL_KMS") is not None:
+            problems.append(f"{function} gets AWS_ENDPOINT_URL_KMS, which only {sealers} may have")
+        if function not in SEAL_GRANTS_OF and sealing_key is not None:
+            problems.append(f"{function} gets SECRETS_KEY_ID, which only {sealers} may have")
+        if function in SEAL_GRANTS_OF and sealing_key != {"Fn::GetAtt": [SECRETS_KEY, "Arn"]}:
             problems.append(f"{function} must get SECRETS_KEY_ID, the ARN of {SECRETS_KEY} (not the tables' "
                             f"{TABLES_KEY}), has {json.dumps(sealing_key)}")
     return problems
@@ -433,7 +452,7 @@ SECRET_READERS = {
     "Resource": "*",
     "Condition": {
         "ArnEquals": {"aws:PrincipalArn": {"Ref": "SecretReaderRoleArns"}},
-        "StringEquals": {"kms:EncryptionContext:field": "api_key"},
+        "StringEquals": {"kms:EncryptionContext:field": ["api_key", "headers"]},
     },
 }
 
@@ -451,7 +470,7 @@ def check_secrets_key(template):
     """SecretsKey: a KMS key of its own (not the tables' DataKey), rotated,
     kept on stack deletion, whose key policy keeps the account's
     administration statement and otherwise lets only the roles of
-    SecretReaderRoleArns decrypt, only api_key values, and only when the
+    SecretReaderRoleArns decrypt, only api_key and headers values, and only when the
     parameter names any."""
     raw = template.get("Resources", {})
     key = raw.get(SECRETS_KEY, {})
@@ -1538,9 +1557,32 @@ BREAKAGES = [
         AWS_ENDPOINT_URL_KMS="http://127.0.0.1:4566"), "for sam local only"),
     ("a KMS endpoint on the model function", lambda t: _variables(t, "UpdateModelFunction").update(
         AWS_ENDPOINT_URL_KMS={"Fn::If": ["UseLocalKms", {"Ref": "LocalKmsEndpoint"}, {"Ref": "AWS::NoValue"}]}),
-        "only UpdateApiKeyFunction may have"),
+        "only UpdateApiKeyFunction and UpdateMcpServerFunction may have"),
     ("SECRETS_KEY_ID on the model function", lambda t: _variables(t, "UpdateModelFunction").update(
-        SECRETS_KEY_ID={"Fn::GetAtt": [SECRETS_KEY, "Arn"]}), "only UpdateApiKeyFunction may have"),
+        SECRETS_KEY_ID={"Fn::GetAtt": [SECRETS_KEY, "Arn"]}),
+     "only UpdateApiKeyFunction and UpdateMcpServerFunction may have"),
+    ("no SECRETS_KEY_ID on the MCP function", lambda t: _variables(t, HEADERS_FUNCTION).pop("SECRETS_KEY_ID"),
+     "SECRETS_KEY_ID"),
+    ("the MCP function opening api_key values", lambda t: _policy(t, "UpdateMcpServerRole", "seal-mcp-headers")[0][
+        "Condition"]["StringEquals"].update({"kms:EncryptionContext:field": "api_key"}),
+     "may call kms:GenerateDataKey under"),
+    ("the MCP function decrypting with any context keys", lambda t: _policy(
+        t, "UpdateMcpServerRole", "seal-mcp-headers")[0]["Condition"].pop("ForAllValues:StringEquals"),
+     "may call kms:Decrypt under"),
+    ("the MCP function decrypting with an empty context", lambda t: _policy(
+        t, "UpdateMcpServerRole", "seal-mcp-headers")[0]["Condition"].pop("Null"), "may call kms:Decrypt under"),
+    ("the MCP function without project_id in its context", lambda t: _policy(
+        t, "UpdateMcpServerRole", "seal-mcp-headers")[0]["Condition"]["Null"].pop("kms:EncryptionContext:project_id"),
+     "may call kms:Decrypt under"),
+    ("the MCP function's data keys under the tables' key", lambda t: _policy(
+        t, "UpdateMcpServerRole", "seal-mcp-headers")[0].update(Resource={"Fn::GetAtt": [TABLES_KEY, "Arn"]}),
+     "may call kms:GenerateDataKey on"),
+    ("the MCP function without kms:Decrypt", lambda t: _policy(
+        t, "UpdateMcpServerRole", "seal-mcp-headers")[0].update(Action="kms:GenerateDataKey"), "lacks"),
+    ("the model function decrypting", lambda t: _resource(t, "UpdateModelRole")["Policies"].append(
+        copy.deepcopy(_resource(t, "UpdateMcpServerRole")["Policies"][1])), "no function may decrypt"),
+    ("readers decrypting api_key only", lambda t: _readers_statement(t)["Condition"]["StringEquals"].update(
+        {"kms:EncryptionContext:field": "api_key"}), "key policy must grant"),
     ("a table sealed with the secrets key", lambda t: _resource(t, "ModelsTable")["SSESpecification"].update(
         KMSMasterKeyId={"Ref": SECRETS_KEY}), "encrypted with the tables' DataKey"),
     ("a secrets key without rotation", lambda t: _resource(t, SECRETS_KEY).update(EnableKeyRotation=False),
@@ -1713,7 +1755,7 @@ def main():
         "route's metrics, latency, cold starts, throttles, capacity and alarms; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
         f"and publish, as events.schema.json describes, and an audit log group and an archive keep every "
-        f"change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
+        f"change event; api_key and the MCP header values are sealed under a key of its own that only the MCP function may decrypt with, and only its headers' data keys ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
         "ways of breaking that are caught)"
     )
 

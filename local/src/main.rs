@@ -39,7 +39,7 @@ AUTH, as API Gateway's JWT authorizer (exactly one of):
 the same --jwt-secret: PROJECTS (default *) is what its projects claim
 lists (ids separated by spaces, or *), SUB its subject (default developer),
 N its lifetime in minutes (default 720).
-Environment: SECRETS_KEY_ID (required: the KMS key that seals api_key),
+Environment: SECRETS_KEY_ID (required: the KMS key that seals api_key and MCP header values),
 API_KEYS_TABLE, MCP_SERVERS_TABLE, MODELS_TABLE, PROJECTS_CLAIM,
 ALLOW_PRIVATE_ENDPOINTS, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_KMS,
 AWS_REGION, credentials.";

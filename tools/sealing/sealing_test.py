@@ -1,8 +1,10 @@
-"""make sealing-test: a provider API key is sealed end to end, on real parts.
+"""make sealing-test: provider API keys and MCP header values are sealed end
+to end, on real parts.
 
-A sentinel api_key goes through a running local-api (API_URL, with
-API_TOKEN) into DynamoDB Local (DYNAMODB_URL), sealed by the local KMS
-(AWS_ENDPOINT_URL_KMS, SECRETS_KEY_ID). The test checks that:
+A sentinel api_key and a sentinel MCP header value go through a running
+local-api (API_URL, with API_TOKEN) into DynamoDB Local (DYNAMODB_URL),
+sealed by the local KMS (AWS_ENDPOINT_URL_KMS, SECRETS_KEY_ID). The test
+checks that:
 
 - the secret, in any form it looks for (the text, its random part, a prefix,
   a suffix, base64 at every alignment, hex, common hashes), appears in no
@@ -17,12 +19,21 @@ API_TOKEN) into DynamoDB Local (DYNAMODB_URL), sealed by the local KMS
   with another id, another field, an extra pair or no context;
 - the two consumer examples, docs/examples/decrypt_api_key.py and
   ops/examples/decrypt_api_key.rs (built: target/debug/examples/), print it;
+- the MCP server's headers are stored with their names readable and each
+  value Binary; the record's data key (headers_key, B) opens with one KMS
+  Decrypt and the context {"field": "headers", "project_id": ..., "id": ...}
+  only; each value opens with AES-256-GCM under it as docs/secrets.md lays it
+  out, and not as another header or another record's; the consumer examples
+  docs/examples/open_mcp_headers.py and ops/examples/open_mcp_headers.rs
+  print the headers sent; a PUT that only renames answers with them;
 - the item's updated_fields is exactly the fields sent and updated_by the
   token's sub;
 - with the local KMS stopped (KMS_PID, until its port closes), a PUT with
   api_key answers 503 with Retry-After and errorDetails.code "unavailable"
   and leaves the raw item unchanged, while a PUT without api_key still
-  answers 200 and keeps the sealed value.
+  answers 200 and keeps the sealed value; a rename of the sealed MCP server
+  and a PUT that sets headers are 503 with the item unchanged, while a
+  rename of an MCP server with unsealed headers and a model update go on.
 
 It never skips: a missing variable, example or log is a failure. It prints
 `sealing: N passed, M failed` last and exits non-zero on any failure.
@@ -55,21 +66,33 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "events"))
 import pipes  # noqa: E402  (tools/events/pipes.py)
 from steps import Failed, Steps  # noqa: E402  (tools/events/steps.py)
 
-# The sample API key record (local/src/samples.rs).
+# The sample records (local/src/samples.rs).
 API_KEY_ID = "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01"
 OTHER_ID = "5b6c7d8e-9f01-4a2b-8c3d-4e5f6a7b8c9d"
+PROJECT_ID = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"
+MCP_ID = "5b6c7d8e-9f01-4a2b-8c3d-4e5f6a7b8c9d"
+MODEL_ID = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"
+# An MCP server this test stores itself with plain headers, as written
+# before sealing.
+UNSEALED_MCP_ID = "6e5d4c3b-2a19-4f8e-9d7c-6b5a49382716"
 ROUTE = "/api/agent-server/api-keys/"
+MCP_ROUTE = "/api/agent-server/mcp-servers/"
 ACCESS_ROUTE = '"route":"/api/agent-server/api-keys/{id}"'
 
 # Fresh each run, so that a match can come from nowhere else. The secret
 # sent while KMS is down is a second one: it must not land anywhere either.
 SENTINEL = "sk-" + secrets.token_hex(16)
 OUTAGE_SENTINEL = "sk-" + secrets.token_hex(16)
+HEADER_SENTINEL = "hv-" + secrets.token_hex(16)
+HEADER_OUTAGE_SENTINEL = "hv-" + secrets.token_hex(16)
+HEADERS = {"Authorization": f"Bearer {HEADER_SENTINEL}", "X-Upstream-Key": HEADER_SENTINEL, "Accept": "*/*"}
 NAME = f"Sealing test {secrets.token_hex(4)}"
 
 PYTHON_EXAMPLE = os.path.join(ROOT, "docs", "examples", "decrypt_api_key.py")
-RUST_EXAMPLE = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"),
-                            "debug", "examples", "decrypt_api_key")
+EXAMPLES_DIR = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "debug", "examples")
+RUST_EXAMPLE = os.path.join(EXAMPLES_DIR, "decrypt_api_key")
+PYTHON_HEADERS_EXAMPLE = os.path.join(ROOT, "docs", "examples", "open_mcp_headers.py")
+RUST_HEADERS_EXAMPLE = os.path.join(EXAMPLES_DIR, "open_mcp_headers")
 
 
 def forms(secret):
@@ -88,7 +111,7 @@ def forms(secret):
     return sorted(found)
 
 
-SECRETS = [SENTINEL, OUTAGE_SENTINEL]
+SECRETS = [SENTINEL, OUTAGE_SENTINEL, HEADER_SENTINEL, HEADER_OUTAGE_SENTINEL]
 FORMS = [form for secret in SECRETS for form in forms(secret)]
 
 
@@ -129,11 +152,13 @@ def subject_of(token):
         raise Failed(f"cannot read the sub of API_TOKEN: {error!r}") from None
 
 
-def put(record_id, body):
-    """PUT through local-api: (status, headers by lowercase name, raw body
-    bytes, parsed envelope)."""
+def put(record_id, body, path=None):
+    """PUT through local-api, on the API-key route unless `path` (with its
+    query) is given: (status, headers by lowercase name, raw body bytes,
+    parsed envelope)."""
     request = urllib.request.Request(
-        os.environ["API_URL"].rstrip("/") + ROUTE + record_id, data=json.dumps(body).encode(), method="PUT",
+        os.environ["API_URL"].rstrip("/") + (path or ROUTE + record_id), data=json.dumps(body).encode(),
+        method="PUT",
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['API_TOKEN']}"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -226,6 +251,40 @@ class Aws:
         return self.kms.decrypt(**kwargs)["Plaintext"]
 
 
+def put_mcp(record_id, body):
+    return put(None, body, f"{MCP_ROUTE}{record_id}?project_id={PROJECT_ID}")
+
+
+def mcp_item(aws, record_id=MCP_ID):
+    """A raw MCP-server item of the sample project."""
+    item = aws.dynamodb.get_item(TableName=aws.tables["McpServersTable"],
+                                 Key={"project_id": {"S": PROJECT_ID}, "id": {"S": record_id}},
+                                 ConsistentRead=True).get("Item")
+    if item is None:
+        raise Failed(f"no MCP server {record_id}")
+    return item
+
+
+def sealed_headers(item):
+    """(sealed data key, {name: sealed value}) of an MCP-server item."""
+    key = item.get("headers_key", {})
+    if set(key) != {"B"}:
+        raise Failed(f"headers_key is stored as {sorted(key) or 'nothing'}, not a sealed data key (B)")
+    members = item.get("headers", {}).get("M")
+    if members is None:
+        raise Failed("headers is not a map (M)")
+    values = {}
+    for name, value in members.items():
+        if set(value) != {"B"}:
+            raise Failed(f"header {name!r} is stored as {sorted(value)}, not sealed (B)")
+        values[name] = bytes(value["B"])
+    return bytes(key["B"]), values
+
+
+def headers_context(record_id=MCP_ID, project_id=PROJECT_ID):
+    return {"field": "headers", "project_id": project_id, "id": record_id}
+
+
 def sealed_bytes(item):
     stored = item.get("api_key", {})
     if set(stored) != {"B"}:
@@ -282,6 +341,27 @@ def main():
         return f"200, ETag {headers.get('etag')}, no api_key in the response"
     step("PUT with api_key and name: 200, and the response holds no form of the secret", sealed_write)
 
+    def headers_write():
+        status, headers, raw, envelope = put_mcp(MCP_ID, {"headers": HEADERS, "name": NAME})
+        if leaks(headers, "headers"):
+            raise Failed("the response's HTTP headers carry a header value")
+        if status != 200:
+            raise Failed(f"status {status}, expected 200: {redact(raw.decode())}")
+        if (envelope.get("data") or {}).get("headers") != HEADERS:
+            raise Failed("the response's data.headers are not the headers sent")
+        return f"200, ETag {headers.get('etag')}, data.headers as sent"
+    step("PUT of an MCP server's headers and name: 200, and the answer shows the headers sent", headers_write)
+
+    def unsealed_record():
+        # A record as written before sealing: plain headers, no data key.
+        aws.dynamodb.put_item(TableName=aws.tables["McpServersTable"], Item={
+            "project_id": {"S": PROJECT_ID}, "id": {"S": UNSEALED_MCP_ID}, "name": {"S": "Unsealed"},
+            "endpoint": {"S": "http://localhost:8931/mcp"}, "headers": {"M": {"X-Plain": {"S": "plain"}}},
+            "created_at": {"S": "2026-01-01T00:00:00.000Z"}, "updated_at": {"S": "2026-01-01T00:00:00.000Z"},
+            "version": {"N": "1"}})
+        return f"MCP server {UNSEALED_MCP_ID} stored with a plain header"
+    step("an MCP server with headers written before sealing is stored (PutItem)", unsealed_record)
+
     def raw_item_is_sealed():
         item = aws.item()
         state["sealed"] = sealed_bytes(item)
@@ -334,6 +414,97 @@ def main():
             raise Failed(f"Decrypt with {what} opened it")
         return "; ".join(refused)
     step("...and not with another id, without context, or with any other context", opens_with_nothing_else)
+
+    def headers_sealed_at_rest():
+        item = mcp_item(aws)
+        data_key, values = sealed_headers(item)
+        if sorted(values) != sorted(HEADERS):
+            raise Failed(f"the stored header names are {sorted(values)}, expected {sorted(HEADERS)}")
+        fields = item.get("updated_fields", {})
+        if sorted(fields.get("SS", [])) != ["headers", "name"]:
+            raise Failed(f"updated_fields is {fields}, expected SS [headers, name]")
+        state["data_key"], state["values"] = data_key, values
+        return (f"names readable ({', '.join(sorted(values))}), each value B, headers_key B "
+                f"({len(data_key)} bytes)")
+    step("the MCP server's header names are stored readable, each value and the data key sealed (B)",
+         headers_sealed_at_rest)
+
+    def data_key_opens_with_its_context_only():
+        data_key = state.get("data_key") or sealed_headers(mcp_item(aws))[0]
+        plain = aws.decrypt(data_key, headers_context())
+        if len(plain) != 32:
+            raise Failed(f"the data key is {len(plain)} bytes, not an AES-256 key")
+        state["plain_key"] = plain
+        refused = []
+        for what, context in (("another record's id", headers_context(MODEL_ID)),
+                              ("another project", headers_context(MCP_ID, MODEL_ID)),
+                              ("the api_key context", {"field": "api_key", "id": MCP_ID}),
+                              ("no project", {"field": "headers", "id": MCP_ID}),
+                              ("no context", None)):
+            try:
+                aws.decrypt(data_key, context)
+            except botocore.exceptions.ClientError as error:
+                refused.append(f"{what}: {error.response.get('Error', {}).get('Code')}")
+                continue
+            raise Failed(f"Decrypt with {what} opened the data key")
+        return "Decrypt with the record's context gives a 256-bit key; " + "; ".join(refused)
+    step("the data key opens with KMS Decrypt and the record's context only", data_key_opens_with_its_context_only)
+
+    def values_open_as_documented():
+        sys.path.insert(0, os.path.dirname(PYTHON_HEADERS_EXAMPLE))
+        import open_mcp_headers  # noqa: E402  (docs/examples/open_mcp_headers.py)
+        plain_key, values = state["plain_key"], state["values"]
+        for name, sealed in values.items():
+            if open_mcp_headers.open_value(plain_key, PROJECT_ID, MCP_ID, name, sealed) != HEADERS[name]:
+                raise Failed(f"header {name!r} opens to something other than the value sent")
+            for other_name, other_project, other_id in ((n, PROJECT_ID, MCP_ID) for n in values if n != name):
+                try:
+                    open_mcp_headers.open_value(plain_key, other_project, other_id, other_name, sealed)
+                except Exception:  # cryptography's InvalidTag: what a moved value must give
+                    continue
+                raise Failed(f"header {name!r}'s value opens as {other_name!r}")
+            for project, record in ((PROJECT_ID, MODEL_ID), (MODEL_ID, MCP_ID)):
+                try:
+                    open_mcp_headers.open_value(plain_key, project, record, name, sealed)
+                except Exception:
+                    continue
+                raise Failed(f"header {name!r}'s value opens as another record's")
+        return f"{len(values)} values open under their own name and record only (AES-256-GCM, cryptography)"
+    step("each header value opens as docs/secrets.md lays it out, and not as another header or record",
+         values_open_as_documented)
+
+    def headers_example(program, command, name):
+        def run():
+            if not os.path.isfile(program):
+                raise Failed(f"{program} is missing (cargo build --workspace --bins --examples)")
+            done = subprocess.run(command, capture_output=True, timeout=60)
+            if done.returncode != 0:
+                raise Failed(f"{name} exited {done.returncode}: {redact(done.stderr.decode(errors='replace'))}")
+            try:
+                printed = json.loads(done.stdout)
+            except ValueError:
+                raise Failed(f"{name} printed something other than JSON") from None
+            if printed != HEADERS:
+                raise Failed(f"{name} printed other headers than those sent")
+            return f"{name} {PROJECT_ID} {MCP_ID} prints the headers sent"
+        return run
+    step("docs/examples/open_mcp_headers.py opens the record's headers",
+         headers_example(PYTHON_HEADERS_EXAMPLE, [sys.executable, PYTHON_HEADERS_EXAMPLE, PROJECT_ID, MCP_ID],
+                         "open_mcp_headers.py"))
+    step("ops/examples/open_mcp_headers.rs opens the record's headers",
+         headers_example(RUST_HEADERS_EXAMPLE, [RUST_HEADERS_EXAMPLE, PROJECT_ID, MCP_ID], "open_mcp_headers (Rust)"))
+
+    def rename_shows_headers():
+        before = sealed_headers(mcp_item(aws))
+        status, headers, raw, envelope = put_mcp(MCP_ID, {"name": NAME + " renamed"})
+        if status != 200:
+            raise Failed(f"status {status}, expected 200: {redact(raw.decode())}")
+        if (envelope.get("data") or {}).get("headers") != HEADERS:
+            raise Failed("a rename's answer does not show the stored headers")
+        if sealed_headers(mcp_item(aws)) != before:
+            raise Failed("a rename changed the sealed values or the data key")
+        return "200, data.headers as stored (opened), the sealed values and key as they were"
+    step("a PUT that only renames the MCP server answers with its headers", rename_shows_headers)
 
     def no_leak_in_streams():
         records = aws.stream_records()
@@ -491,6 +662,36 @@ def main():
                          "expected false and SS [enabled]")
         return f"200, ETag {headers.get('etag')}; the sealed api_key as it was, updated_fields SS [enabled]"
     step("with KMS down, a PUT without api_key is 200 and keeps the sealed value", plain_write_goes_on)
+
+    def mcp_outage_is_503():
+        done = []
+        for what, body in (("a rename", {"name": "Not written"}),
+                           ("a PUT of headers", {"headers": {"Authorization": HEADER_OUTAGE_SENTINEL}})):
+            before = mcp_item(aws)
+            status, headers, raw, envelope = put_mcp(MCP_ID, body)
+            no_leak_in_response(status, headers, raw)
+            if status != 503 or (envelope.get("errorDetails") or {}).get("code") != "unavailable" \
+                    or not headers.get("retry-after"):
+                raise Failed(f"{what}: status {status}, expected 503 unavailable with Retry-After: "
+                             f"{redact(raw.decode())}")
+            if mcp_item(aws) != before:
+                raise Failed(f"{what}: the raw item changed")
+            done.append(f"{what}: 503, unchanged")
+        return "; ".join(done)
+    step("with KMS down, a rename of the sealed MCP server and a PUT of headers are 503, nothing written",
+         mcp_outage_is_503)
+
+    def what_needs_no_kms_goes_on():
+        status, _, raw, envelope = put_mcp(UNSEALED_MCP_ID, {"name": "Renamed without KMS"})
+        if status != 200 or (envelope.get("data") or {}).get("headers") != {"X-Plain": "plain"}:
+            raise Failed(f"the unsealed MCP server's rename: status {status}: {redact(raw.decode())}")
+        status, _, raw, _ = put(None, {"name": "Model without KMS"},
+                                f"/api/agent-server/models/{MODEL_ID}?project_id={PROJECT_ID}")
+        if status != 200:
+            raise Failed(f"the model update: status {status}: {redact(raw.decode())}")
+        return "the unsealed MCP server's rename: 200 with its plain header; the model update: 200"
+    step("with KMS down, a rename of an MCP server without sealed headers and a model update are 200",
+         what_needs_no_kms_goes_on)
 
     # --- Afterwards: neither secret anywhere ---
 

@@ -41,7 +41,7 @@ wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; ex
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" AWS_REGION=us-east-1 \
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
-# A local KMS seals api_key; COMMAND gets its endpoint (AWS_ENDPOINT_URL_KMS),
+# A local KMS seals api_key and MCP header values; COMMAND gets its endpoint (AWS_ENDPOINT_URL_KMS),
 # the key (SECRETS_KEY_ID) and its pid (KMS_PID, to stop it mid-run).
 kms_start "$log_dir/kms-local.log"
 rie_flags=()

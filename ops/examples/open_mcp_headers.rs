@@ -34,10 +34,20 @@ const LAYOUT_VERSION: u8 = 1;
 const NONCE_BYTES: usize = 12;
 
 /// Opens one sealed value of header `name` of record `id` in `project`.
-fn open_value(key: &LessSafeKey, project: &str, id: &str, name: &str, sealed: &[u8]) -> Result<String, String> {
+fn open_value(
+    key: &LessSafeKey,
+    project: &str,
+    id: &str,
+    name: &str,
+    sealed: &[u8],
+) -> Result<String, String> {
     let rest = match sealed.split_first() {
         Some((&LAYOUT_VERSION, rest)) if rest.len() > NONCE_BYTES => rest,
-        _ => return Err(format!("header {name}: not a sealed value of layout version {LAYOUT_VERSION}")),
+        _ => {
+            return Err(format!(
+                "header {name}: not a sealed value of layout version {LAYOUT_VERSION}"
+            ));
+        }
     };
     let (nonce, ciphertext) = rest.split_at(NONCE_BYTES);
     let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| format!("header {name}: bad nonce"))?;
@@ -82,7 +92,8 @@ async fn open_headers(
                 .await
                 .map_err(|e| format!("KMS Decrypt: {}", DisplayErrorContext(&e)))?;
             let plaintext = output.plaintext.ok_or("KMS Decrypt returned no plaintext")?;
-            let key = UnboundKey::new(&AES_256_GCM, plaintext.as_ref()).map_err(|_| "the data key is not AES-256")?;
+            let key = UnboundKey::new(&AES_256_GCM, plaintext.as_ref())
+                .map_err(|_| "the data key is not AES-256")?;
             Some(LessSafeKey::new(key))
         }
         _ => None,
@@ -93,8 +104,14 @@ async fn open_headers(
             let text = match (value, &key) {
                 // Written before sealing and not yet sealed by `seal-secrets`.
                 (AttributeValue::S(plain), _) => plain.clone(),
-                (AttributeValue::B(sealed), Some(key)) => open_value(key, project, id, name, sealed.as_ref())?,
-                _ => return Err(format!("header {name} is sealed but the record holds no data key")),
+                (AttributeValue::B(sealed), Some(key)) => {
+                    open_value(key, project, id, name, sealed.as_ref())?
+                }
+                _ => {
+                    return Err(format!(
+                        "header {name} is sealed but the record holds no data key"
+                    ));
+                }
             };
             headers.insert(name.clone(), text);
         }

@@ -99,7 +99,7 @@ impl Sealer {
             .filter(|id| !id.is_empty())
             .ok_or(ConfigError::Invalid {
                 name: KEY_ID_VAR,
-                expected: "set to the KMS key that seals api_key (key id, ARN or alias)",
+                expected: "set to the KMS key that seals api_key and MCP header values (key id, ARN or alias)",
             })
     }
 

@@ -477,3 +477,165 @@ async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() 
     );
     assert_eq!(stored.get("updated_by"), Some(&AttributeValue::S("racer".into())));
 }
+
+/// `seal-secrets` on an MCP-server table of its own: plain headers are
+/// sealed under a new data key bound to the record (nothing else of the item
+/// changes), sealed ones and items without headers are counted and left, a
+/// dry run writes nothing, a second run finds nothing, and a write between
+/// the scan and the sealing write is never lost.
+#[tokio::test]
+async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_again() {
+    use agent_server_ops::{Report, seal_item, seal_table};
+    let kms = kms_local().await;
+    let sealer = kms.sealer();
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let table = format!("seal-mcp-test-{}", uuid::Uuid::new_v4());
+    let tables = TableNames {
+        mcp_servers: table.clone(),
+        ..TableNames::default()
+    };
+    local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
+    let project = uuid::Uuid::new_v4().to_string();
+    let put = |id: &str, headers: Option<AttributeValue>, data_key: Option<Vec<u8>>| {
+        let mut item = Route::McpServers.item(&project, id);
+        item.insert("version".into(), AttributeValue::N("7".into()));
+        item.insert("updated_by".into(), AttributeValue::S("someone".into()));
+        match headers {
+            Some(value) => item.insert("headers".into(), value),
+            None => item.remove("headers"),
+        };
+        if let Some(data_key) = data_key {
+            item.insert("headers_key".into(), AttributeValue::B(data_key.into()));
+        }
+        let (dynamo, table) = (dynamo.clone(), table.clone());
+        async move {
+            dynamo.put_item().table_name(table).set_item(Some(item)).send().await.unwrap();
+        }
+    };
+    let plain = |pairs: &[(&str, &str)]| {
+        AttributeValue::M(
+            pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), AttributeValue::S(value.to_string())))
+                .collect(),
+        )
+    };
+    let key_of = |id: &str| Key {
+        project_id: Some(project.clone()),
+        id: id.to_string(),
+    };
+    let read = |id: &str| {
+        let (dynamo, table, key) = (dynamo.clone(), table.clone(), key_of(id));
+        async move {
+            dynamo
+                .get_item()
+                .table_name(table)
+                .set_key(Some(key.attributes()))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap()
+                .item
+                .unwrap_or_default()
+        }
+    };
+    let ids: Vec<String> = (0..5).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    put(&ids[0], Some(plain(&[("Authorization", SENTINEL), ("X-Two", "two")])), None).await;
+    put(&ids[1], Some(plain(&[("X-One", "one")])), None).await;
+    // Sealed already, as the API stores it.
+    let sealed_record = key_of(&ids[2]);
+    let context = seal::context("headers", &sealed_record);
+    let data_key = sealer
+        .new_data_key(&context, agent_server_shared::budget::TIME_BUDGET)
+        .await
+        .unwrap();
+    let value = data_key.seal("headers", &key_of(&ids[2]), "A", "sealed").unwrap();
+    put(
+        &ids[2],
+        Some(AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into())),
+        Some(data_key.sealed().to_vec()),
+    )
+    .await;
+    put(&ids[3], None, None).await;
+    put(&ids[4], Some(AttributeValue::S("not a map".into())), None).await;
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(read(id).await);
+    }
+    let expected = Report {
+        scanned: 5,
+        sealed: 2,
+        already_sealed: 1,
+        without_secret: 1,
+        unexpected: 1,
+        ..Report::default()
+    };
+    let dry = seal_table(&dynamo, Table::McpServers, &table, &sealer, true).await.unwrap();
+    assert_eq!(dry, expected);
+    for (id, item) in ids.iter().zip(&before) {
+        assert_eq!(&read(id).await, item, "a dry run wrote");
+    }
+    let done = seal_table(&dynamo, Table::McpServers, &table, &sealer, false).await.unwrap();
+    assert_eq!(done, expected);
+    for (index, expected) in [(0, json!({"Authorization": SENTINEL, "X-Two": "two"})), (1, json!({"X-One": "one"}))] {
+        let item = read(&ids[index]).await;
+        assert!(!format!("{item:?}").contains(SENTINEL));
+        let (sealed_key, values) = sealed_headers(&item);
+        let key = key_of(&ids[index]);
+        let project = key.project_id.as_deref().unwrap_or_default();
+        let plain_key = kms_decrypt(
+            &kms.endpoint,
+            &sealed_key,
+            &[("field", "headers"), ("project_id", project), ("id", key.id.as_str())],
+        )
+        .await
+        .unwrap();
+        for (name, sealed) in values {
+            assert_eq!(
+                open_as_documented(&plain_key, &key, &name, &sealed).as_deref(),
+                expected[&name].as_str(),
+                "{index} {name}"
+            );
+        }
+        // Sealing changes how the values are stored, not the record.
+        for kept in ["version", "updated_at", "updated_by", "updated_fields", "name", "created_at"] {
+            assert_eq!(item.get(kept), before[index].get(kept), "{index}: {kept}");
+        }
+    }
+    for index in 2..5 {
+        assert_eq!(read(&ids[index]).await, before[index], "{index}");
+    }
+    let again = seal_table(&dynamo, Table::McpServers, &table, &sealer, false).await.unwrap();
+    assert_eq!((again.sealed, again.already_sealed), (0, 3));
+
+    // Between the scan and the write, the API replaced the headers: the
+    // stale plain text is not written over them.
+    let raced = uuid::Uuid::new_v4().to_string();
+    put(&raced, Some(plain(&[("A", "stale")])), None).await;
+    let scanned = read(&raced).await;
+    put(&raced, Some(plain(&[("A", "newer")])), None).await;
+    let mut report = Report::default();
+    seal_item(&dynamo, Table::McpServers, &table, &sealer, scanned, false, &mut report).await;
+    assert_eq!((report.changed, report.sealed), (1, 0));
+    assert_eq!(read(&raced).await.get("headers"), Some(&plain(&[("A", "newer")])));
+    // ... or only renamed the record: sealing goes ahead, the rename is kept.
+    let renamed = uuid::Uuid::new_v4().to_string();
+    put(&renamed, Some(plain(&[("A", "same")])), None).await;
+    let scanned = read(&renamed).await;
+    dynamo
+        .update_item()
+        .table_name(&table)
+        .set_key(Some(key_of(&renamed).attributes()))
+        .update_expression("SET #n = :n")
+        .expression_attribute_names("#n", "name")
+        .expression_attribute_values(":n", AttributeValue::S("Renamed meanwhile".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut report = Report::default();
+    seal_item(&dynamo, Table::McpServers, &table, &sealer, scanned, false, &mut report).await;
+    assert_eq!(report.sealed, 1);
+    let item = read(&renamed).await;
+    assert_eq!(item.get("name"), Some(&AttributeValue::S("Renamed meanwhile".into())));
+    assert_eq!(sealed_headers(&item).1.len(), 1);
+}

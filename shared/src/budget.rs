@@ -14,9 +14,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_runtime::retries::classifiers::{THROTTLING_ERRORS, TRANSIENT_ERRORS};
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_smithy_types::retry::ErrorKind;
+use aws_smithy_types::retry::{ErrorKind, ProvideErrorKind};
 
 /// The most time a request's AWS calls may take, retries included.
 pub const TIME_BUDGET: Duration = Duration::from_millis(3000);
@@ -92,10 +93,13 @@ pub enum Failure {
 }
 
 /// Classifies a failed call of any AWS SDK client (they share these types).
-/// `transient` says which of the service's errors mean "try again later"
-/// though sent with a 4xx status, such as throttling ([`has_code`] for a
-/// list of codes).
-pub fn failure<E: ProvideErrorMetadata>(
+/// A service error is worth retrying when its status says so (any 5xx, 429,
+/// 408), when the SDK says so ([`sdk_transient`]: the kind the error
+/// declares, or a code the SDK's own retry classifier treats as throttling
+/// or transient), or when `transient` says so: the service's own errors
+/// that mean "try again later" and that the SDK does not classify ([`has_code`]
+/// for a list of codes).
+pub fn failure<E: ProvideErrorMetadata + ProvideErrorKind>(
     error: &SdkError<E, HttpResponse>,
     transient: impl Fn(&E) -> bool,
 ) -> Failure {
@@ -114,14 +118,14 @@ pub fn failure<E: ProvideErrorMetadata>(
         SdkError::ResponseError(_) => Failure::Unavailable("unreadable response".into()),
         SdkError::ServiceError(context) => {
             let status = context.raw().status();
-            let code = context.err().code();
+            let code = ProvideErrorMetadata::code(context.err());
             let reason = code.map_or_else(
                 || format!("HTTP {} without an error code", status.as_u16()),
                 str::to_string,
             );
             // 429 and 408 say "too many" and "too slow" by themselves.
             let transient_status = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
-            if transient_status || transient(context.err()) {
+            if transient_status || sdk_transient(context.err()) || transient(context.err()) {
                 Failure::Unavailable(reason)
             } else {
                 Failure::Refused(reason)
@@ -129,6 +133,16 @@ pub fn failure<E: ProvideErrorMetadata>(
         }
         _ => Failure::Refused("request could not be built".into()),
     }
+}
+
+/// Whether the SDK itself classifies a service error as worth retrying:
+/// the kind the error declares (a modelled throttling or transient error),
+/// or a code its standard retry classifier lists as throttling or transient
+/// (`aws_runtime`'s lists, which the SDK's own retries use).
+pub fn sdk_transient<E: ProvideErrorMetadata + ProvideErrorKind>(error: &E) -> bool {
+    let code = ProvideErrorMetadata::code(error);
+    ProvideErrorKind::retryable_error_kind(error).is_some()
+        || code.is_some_and(|code| THROTTLING_ERRORS.contains(&code) || TRANSIENT_ERRORS.contains(&code))
 }
 
 /// Whether a service error carries one of `codes`.

@@ -15,15 +15,14 @@ use super::values::DataKey;
 use super::{Context, SealError};
 use crate::budget::{self, Failure, TIME_BUDGET};
 
-/// KMS error codes that mean "try again later"; every other code is a
-/// refusal that retrying will not change.
-const TRANSIENT_CODES: [&str; 6] = [
-    "ThrottlingException",
+/// KMS's own error codes that mean "try again later" and that the SDK does
+/// not classify (throttling, `LimitExceededException` and 5xx answers it
+/// does: [`budget::failure`]); every other code is a refusal that retrying
+/// will not change.
+const TRANSIENT_CODES: [&str; 3] = [
     "KMSInternalException",
     "DependencyTimeoutException",
     "KeyUnavailableException",
-    "LimitExceededException",
-    "ServiceUnavailable",
 ];
 
 /// Seals values with KMS `Encrypt` under one key.
@@ -159,7 +158,9 @@ fn within(budget: Duration) -> Result<aws_sdk_kms::config::Builder, SealError> {
 }
 
 /// Maps an SDK failure to what the caller can do about it.
-fn classify<E: ProvideErrorMetadata>(error: SdkError<E, HttpResponse>) -> SealError {
+fn classify<E: ProvideErrorMetadata + aws_smithy_types::retry::ProvideErrorKind>(
+    error: SdkError<E, HttpResponse>,
+) -> SealError {
     match budget::failure(&error, |error| budget::has_code(error, &TRANSIENT_CODES)) {
         Failure::Unavailable(reason) => SealError::Unavailable(reason),
         Failure::Refused(reason) => SealError::Refused(reason),

@@ -17,14 +17,6 @@ use super::{
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, Kind, MAX_VERSION};
 use crate::store::TableNames;
-/// Error codes outside the modelled ones that still mean "try again later"
-/// (5xx answers are unavailable whatever their code).
-const TRANSIENT_CODES: [&str; 3] = [
-    "ServiceUnavailable",
-    "ThrottlingException",
-    "LimitExceededException",
-];
-
 /// Stores records in DynamoDB tables.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
@@ -284,8 +276,9 @@ fn classify(error: SdkError<UpdateItemError, HttpResponse>, update: &Update) -> 
     })
 }
 
-/// Whether DynamoDB's answer means "try again later": a modelled throttling,
-/// conflict or internal error, or one of [`TRANSIENT_CODES`].
+/// Whether DynamoDB's answer means "try again later" beyond what the status
+/// and the SDK say ([`budget::failure`]): a modelled throttling, conflict or
+/// internal error.
 fn transient(error: &UpdateItemError) -> bool {
     matches!(
         error,
@@ -295,5 +288,5 @@ fn transient(error: &UpdateItemError) -> bool {
             | UpdateItemError::InternalServerError(_)
             | UpdateItemError::TransactionConflictException(_)
             | UpdateItemError::ReplicatedWriteConflictException(_)
-    ) || budget::has_code(error, &TRANSIENT_CODES)
+    )
 }

@@ -509,7 +509,13 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         }
         let (dynamo, table) = (dynamo.clone(), table.clone());
         async move {
-            dynamo.put_item().table_name(table).set_item(Some(item)).send().await.unwrap();
+            dynamo
+                .put_item()
+                .table_name(table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .unwrap();
         }
     };
     let plain = |pairs: &[(&str, &str)]| {
@@ -540,7 +546,12 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         }
     };
     let ids: Vec<String> = (0..5).map(|_| uuid::Uuid::new_v4().to_string()).collect();
-    put(&ids[0], Some(plain(&[("Authorization", SENTINEL), ("X-Two", "two")])), None).await;
+    put(
+        &ids[0],
+        Some(plain(&[("Authorization", SENTINEL), ("X-Two", "two")])),
+        None,
+    )
+    .await;
     put(&ids[1], Some(plain(&[("X-One", "one")])), None).await;
     // Sealed already, as the API stores it.
     let sealed_record = key_of(&ids[2]);
@@ -552,7 +563,9 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     let value = data_key.seal("headers", &key_of(&ids[2]), "A", "sealed").unwrap();
     put(
         &ids[2],
-        Some(AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into())),
+        Some(AttributeValue::M(
+            [("A".to_string(), AttributeValue::B(value.into()))].into(),
+        )),
         Some(data_key.sealed().to_vec()),
     )
     .await;
@@ -570,14 +583,21 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         unexpected: 1,
         ..Report::default()
     };
-    let dry = seal_table(&dynamo, Table::McpServers, &table, &sealer, true).await.unwrap();
+    let dry = seal_table(&dynamo, Table::McpServers, &table, &sealer, true)
+        .await
+        .unwrap();
     assert_eq!(dry, expected);
     for (id, item) in ids.iter().zip(&before) {
         assert_eq!(&read(id).await, item, "a dry run wrote");
     }
-    let done = seal_table(&dynamo, Table::McpServers, &table, &sealer, false).await.unwrap();
+    let done = seal_table(&dynamo, Table::McpServers, &table, &sealer, false)
+        .await
+        .unwrap();
     assert_eq!(done, expected);
-    for (index, expected) in [(0, json!({"Authorization": SENTINEL, "X-Two": "two"})), (1, json!({"X-One": "one"}))] {
+    for (index, expected) in [
+        (0, json!({"Authorization": SENTINEL, "X-Two": "two"})),
+        (1, json!({"X-One": "one"})),
+    ] {
         let item = read(&ids[index]).await;
         assert!(!format!("{item:?}").contains(SENTINEL));
         let (sealed_key, values) = sealed_headers(&item);
@@ -586,7 +606,11 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         let plain_key = kms_decrypt(
             &kms.endpoint,
             &sealed_key,
-            &[("field", "headers"), ("project_id", project), ("id", key.id.as_str())],
+            &[
+                ("field", "headers"),
+                ("project_id", project),
+                ("id", key.id.as_str()),
+            ],
         )
         .await
         .unwrap();
@@ -598,14 +622,23 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
             );
         }
         // Sealing changes how the values are stored, not the record.
-        for kept in ["version", "updated_at", "updated_by", "updated_fields", "name", "created_at"] {
+        for kept in [
+            "version",
+            "updated_at",
+            "updated_by",
+            "updated_fields",
+            "name",
+            "created_at",
+        ] {
             assert_eq!(item.get(kept), before[index].get(kept), "{index}: {kept}");
         }
     }
     for index in 2..5 {
         assert_eq!(read(&ids[index]).await, before[index], "{index}");
     }
-    let again = seal_table(&dynamo, Table::McpServers, &table, &sealer, false).await.unwrap();
+    let again = seal_table(&dynamo, Table::McpServers, &table, &sealer, false)
+        .await
+        .unwrap();
     assert_eq!((again.sealed, again.already_sealed), (0, 3));
 
     // Between the scan and the write, the API replaced the headers: the
@@ -615,7 +648,16 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     let scanned = read(&raced).await;
     put(&raced, Some(plain(&[("A", "newer")])), None).await;
     let mut report = Report::default();
-    seal_item(&dynamo, Table::McpServers, &table, &sealer, scanned, false, &mut report).await;
+    seal_item(
+        &dynamo,
+        Table::McpServers,
+        &table,
+        &sealer,
+        scanned,
+        false,
+        &mut report,
+    )
+    .await;
     assert_eq!((report.changed, report.sealed), (1, 0));
     assert_eq!(read(&raced).await.get("headers"), Some(&plain(&[("A", "newer")])));
     // ... or only renamed the record: sealing goes ahead, the rename is kept.
@@ -633,9 +675,21 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         .await
         .unwrap();
     let mut report = Report::default();
-    seal_item(&dynamo, Table::McpServers, &table, &sealer, scanned, false, &mut report).await;
+    seal_item(
+        &dynamo,
+        Table::McpServers,
+        &table,
+        &sealer,
+        scanned,
+        false,
+        &mut report,
+    )
+    .await;
     assert_eq!(report.sealed, 1);
     let item = read(&renamed).await;
-    assert_eq!(item.get("name"), Some(&AttributeValue::S("Renamed meanwhile".into())));
+    assert_eq!(
+        item.get("name"),
+        Some(&AttributeValue::S("Renamed meanwhile".into()))
+    );
     assert_eq!(sealed_headers(&item).1.len(), 1);
 }

@@ -164,8 +164,9 @@ fn raw(status: u16, body: &'static str) -> HttpResponse {
 
 /// Answers: a gateway's 502, 503 and 504 without an error code, a 500 with
 /// an unknown code, a proxy's bare 429 and 408, a 400 without a code, a 403
-/// with a refusal's code.
-const RAW_ANSWERS: [(u16, &str, bool); 8] = [
+/// with a refusal's code; and 400s with codes that only the SDK's own retry
+/// classifier knows as throttling or transient (no list of ours names them).
+const RAW_ANSWERS: [(u16, &str, bool); 12] = [
     (502, "", true),
     (503, "<html>Service Unavailable</html>", true),
     (504, "", true),
@@ -180,6 +181,26 @@ const RAW_ANSWERS: [(u16, &str, bool); 8] = [
     (
         403,
         r#"{"__type":"AccessDeniedException","message":"SENTINEL"}"#,
+        false,
+    ),
+    (
+        400,
+        r#"{"__type":"TooManyRequestsException","message":"SENTINEL"}"#,
+        true,
+    ),
+    (
+        400,
+        r#"{"__type":"RequestThrottledException","message":"SENTINEL"}"#,
+        true,
+    ),
+    (
+        400,
+        r#"{"__type":"RequestTimeoutException","message":"SENTINEL"}"#,
+        true,
+    ),
+    (
+        400,
+        r#"{"__type":"ValidationException","message":"SENTINEL"}"#,
         false,
     ),
 ];

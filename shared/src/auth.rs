@@ -62,11 +62,16 @@ impl Grants {
     /// the normalisation `project_id` gets.
     ///
     /// `*` grants everything only as the whole claim (`*`, `[*]`, `["*"]`).
-    /// A claim with `*` beside another entry, an empty entry, or an entry
-    /// that is neither `*` nor a UUID is refused: it grants nothing, since a
-    /// token that cannot be read unambiguously is not trusted in part.
+    /// A claim with `*` beside another entry, an empty entry, an entry
+    /// holding whitespace other than the ASCII space that separates entries
+    /// or an invisible character, or an entry that is neither `*` nor a
+    /// UUID is refused: it grants nothing, since a token that cannot be read
+    /// unambiguously is not trusted in part.
     pub fn from_claim(claim: &str) -> Result<Self, ClaimError> {
-        let entries = claim_entries(claim.trim()).ok_or(ClaimError::Malformed)?;
+        let entries = claim_entries(claim).ok_or(ClaimError::Malformed)?;
+        if entries.iter().any(|entry| entry.chars().any(hidden)) {
+            return Err(ClaimError::HiddenCharacter);
+        }
         if entries.iter().any(|entry| entry == ALL_PROJECTS) {
             return match entries.len() {
                 1 => Ok(Self::All),
@@ -100,6 +105,11 @@ pub enum ClaimError {
     /// is neither `*` nor a UUID.
     #[error("the projects claim lists nothing this service can read")]
     Malformed,
+    /// An entry holds whitespace other than the ASCII space, or a
+    /// character that shows nothing: it would read as an id or `*` to a
+    /// person, or to a reader that trims Unicode whitespace, and is neither.
+    #[error("an entry of the projects claim holds whitespace other than a space, or an invisible character")]
+    HiddenCharacter,
     /// `*` beside other entries: API Gateway's rendering cannot tell an
     /// element `"<id> *"` from the two elements `"<id>"` and `"*"`.
     #[error("the projects claim holds * beside other entries, which grants nothing")]
@@ -108,32 +118,62 @@ pub enum ClaimError {
 
 /// The entries of a projects claim, or `None` if it is malformed.
 ///
-/// Every form becomes API Gateway's rendering first, since on AWS that is
-/// all the function sees: a JSON array's elements joined by single spaces
-/// inside brackets. In that rendering entries are separated by exactly one
-/// space, so an empty element (two spaces, or one at either end) is an
-/// empty entry and malformed. Outside brackets, ids are separated by commas
-/// (an empty entry between two is malformed) or by any run of blanks.
+/// Every form comes down to one list text, read by one rule. A JSON array
+/// string becomes API Gateway's rendering of it (its elements joined by
+/// single spaces), since on AWS that is all the function sees; the
+/// brackets of that rendering are dropped; any other claim is the list
+/// text itself. Nothing is trimmed. In the list text, entries are
+/// separated by one ASCII space, or by one comma with at most one ASCII
+/// space on either side (`a,b`, `a, b`); any other character, other
+/// whitespace included, belongs to an entry. So an empty element, two
+/// spaces in a row, or a separator at either end is an empty entry, and
+/// malformed, in every form alike.
 fn claim_entries(claim: &str) -> Option<Vec<String>> {
     let rendered;
-    let inner = if let Ok(list) = serde_json::from_str::<Vec<String>>(claim) {
-        rendered = list.join(" ");
-        rendered.as_str()
-    } else if let Some(inner) = claim.strip_prefix('[') {
-        inner.strip_suffix(']')?
-    } else {
-        let mut entries = Vec::new();
-        for part in claim.split(',') {
-            let ids: Vec<&str> = part.split([' ', '\t']).filter(|id| !id.is_empty()).collect();
-            if ids.is_empty() {
-                return None;
+    let list = match claim.strip_prefix('[').and_then(|inner| inner.strip_suffix(']')) {
+        Some(inner) => match serde_json::from_str::<Vec<String>>(claim) {
+            Ok(elements) => {
+                rendered = elements.join(" ");
+                rendered.as_str()
             }
-            entries.extend(ids.into_iter().map(str::to_owned));
-        }
-        return Some(entries);
+            Err(_) => inner,
+        },
+        None => claim,
     };
-    let entries: Vec<String> = inner.split(' ').map(str::to_owned).collect();
-    (!entries.iter().any(String::is_empty)).then_some(entries)
+    let mut entries = Vec::new();
+    let mut rest = list;
+    loop {
+        let end = rest.find([' ', ',']).unwrap_or(rest.len());
+        let (entry, tail) = rest.split_at(end);
+        if entry.is_empty() {
+            return None;
+        }
+        entries.push(entry.to_owned());
+        if tail.is_empty() {
+            return Some(entries);
+        }
+        rest = separator_end(tail);
+    }
+}
+
+/// `text` after the separator it starts with: a space, or a comma with at
+/// most one space on either side.
+fn separator_end(text: &str) -> &str {
+    let after_space = text.strip_prefix(' ').unwrap_or(text);
+    match after_space.strip_prefix(',') {
+        Some(after_comma) => after_comma.strip_prefix(' ').unwrap_or(after_comma),
+        None if after_space.len() < text.len() => after_space,
+        // Starts with neither (the caller saw one of them): keep the text,
+        // whose empty entry is then refused.
+        None => text,
+    }
+}
+
+/// Whether `c` may not stand in a claim's entry: whitespace other than the
+/// separating space (which never reaches an entry), or a character the
+/// text rules count as invisible.
+fn hidden(c: char) -> bool {
+    c.is_whitespace() || !crate::rules::text::is_visible(c)
 }
 
 /// The caller API Gateway verified, as far as this service cares.
@@ -231,7 +271,11 @@ mod tests {
             format!("{A} {B}"),
             format!("{A},{B}"),
             format!("{A}, {B}"),
-            format!(" {upper}\t{B} "),
+            format!("{A} ,{B}"),
+            format!("{A} , {B}"),
+            format!("[{A}, {B}]"),
+            format!("[\"{A},\", \"{B}\"]"),
+            format!("{upper} {B}"),
             format!("[{upper} {B} {A}]"),
         ] {
             assert_eq!(Grants::from_claim(&claim), Ok(projects(&[A, B])), "{claim}");
@@ -246,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_star_grants_everything_only_as_the_whole_claim() {
-        for claim in ["*", "[*]", "[\"*\"]", " * ", "[ \"*\" ]"] {
+        for claim in ["*", "[*]", "[\"*\"]", "[ \"*\" ]"] {
             assert_eq!(Grants::from_claim(claim), Ok(Grants::All), "{claim}");
         }
         // Smuggled beside ids, in any form: nothing at all.
@@ -281,8 +325,42 @@ mod tests {
             format!("{A},,{B}"),
             format!("{A},"),
             format!(",{A}"),
+            format!(" {A}"),
+            format!("{A} "),
+            format!("{A}  {B}"),
+            format!("{A},  {B}"),
+            format!("{A}  ,{B}"),
+            format!("[\" {A}\"]"),
+            " * ".to_string(),
+            "[ *]".to_string(),
+            "*,".to_string(),
         ] {
             assert_eq!(Grants::from_claim(&claim), Err(ClaimError::Malformed), "{claim}");
+        }
+    }
+
+    /// Whitespace other than the ASCII space, and invisible characters,
+    /// make an entry neither an id nor `*`, wherever they stand and in
+    /// every form.
+    #[test]
+    fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing() {
+        for hidden in [
+            '\t', '\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{200a}', '\u{2028}',
+            '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{200b}', '\u{200d}', '\u{2060}', '\u{feff}', '\u{ad}',
+            '\u{180e}', '\u{fff9}', '\u{61c}', '\u{34f}', '\u{e0020}', '\u{13430}', '\u{378}',
+        ] {
+            for entry in [
+                format!("{hidden}*"),
+                format!("*{hidden}"),
+                format!("{hidden}{A}"),
+                format!("{A}{hidden}"),
+            ] {
+                let json = serde_json::to_string(&[&entry]).unwrap_or_default();
+                for claim in [entry.clone(), format!("[{entry}]"), json, format!("{entry} {B}"), format!("{B},{entry}")] {
+                    let grants = Grants::from_claim(&claim);
+                    assert_eq!(grants, Err(ClaimError::HiddenCharacter), "{claim:?}");
+                }
+            }
         }
     }
 

@@ -29,8 +29,9 @@ use crate::ids::parse_uuid;
 pub const DEFAULT_PROJECTS_CLAIM: &str = "projects";
 /// The claim entry that grants every project and the API-key route.
 pub const ALL_PROJECTS: &str = "*";
-/// The most characters of a principal the access log keeps: it is an
-/// identifier, and a token's `sub` is the caller's to choose.
+/// The most characters of a principal in the form it is logged, stored
+/// and published ([`principal`]): it is an identifier, and a token's `sub`
+/// is the caller's to choose.
 pub const MAX_PRINCIPAL_CHARS: usize = 256;
 
 /// What a request asks to change.
@@ -178,18 +179,18 @@ fn hidden(c: char) -> bool {
 
 /// The caller API Gateway verified, as far as this service cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller<'a> {
-    /// Who it is, for the access log: the JWT's `sub` or the IAM caller's
-    /// ARN, cut to [`MAX_PRINCIPAL_CHARS`]. Never a token.
-    pub principal: Option<&'a str>,
+pub struct Caller {
+    /// Who it is, for the access log and the record's `updated_by`: see
+    /// [`principal`]. Never a token.
+    pub principal: Option<String>,
     /// What it may change.
     pub grants: Grants,
 }
 
-impl<'a> Caller<'a> {
+impl Caller {
     /// The caller of `request`, its projects read from the JWT claim named
     /// `projects_claim`.
-    pub fn of(request: &'a Request, projects_claim: &str) -> Self {
+    pub fn of(request: &Request, projects_claim: &str) -> Self {
         Self {
             principal: principal(request),
             grants: grants(request, projects_claim),
@@ -206,15 +207,23 @@ impl<'a> Caller<'a> {
     }
 }
 
-/// The caller's principal: the JWT's `sub`, else the IAM caller's ARN, cut
-/// to [`MAX_PRINCIPAL_CHARS`]; also what the panic guard logs.
-pub fn principal(request: &Request) -> Option<&str> {
+/// The caller's principal, the JWT's `sub`, else the IAM caller's ARN, in
+/// the one form it is logged (the access line, the panic guard's line),
+/// stored (`updated_by`) and published (the change event): percent-encoded
+/// by [`crate::logging::escaped`], so it needs no JSON escaping wherever it
+/// is pasted, and at most [`MAX_PRINCIPAL_CHARS`] characters. An empty
+/// `sub` or ARN is no principal, as a token without `sub` is: one spelling
+/// of "nobody named".
+pub fn principal(request: &Request) -> Option<String> {
     let authorizer = authorizer(request)?;
-    match (&authorizer.jwt, &authorizer.iam) {
-        (Some(jwt), _) => jwt.claims.get("sub").map(|sub| cut(sub)),
-        (None, Some(iam)) => iam.user_arn.as_deref().map(cut),
+    let named = match (&authorizer.jwt, &authorizer.iam) {
+        (Some(jwt), _) => jwt.claims.get("sub").map(String::as_str),
+        (None, Some(iam)) => iam.user_arn.as_deref(),
         (None, None) => None,
-    }
+    };
+    named
+        .filter(|named| !named.is_empty())
+        .map(|named| crate::logging::escaped(named, MAX_PRINCIPAL_CHARS))
 }
 
 /// What the identity in `request` may change: the JWT's projects claim,
@@ -244,10 +253,6 @@ fn authorizer(request: &Request) -> Option<&ApiGatewayRequestAuthorizer> {
         #[allow(unreachable_patterns)] // other event types, if a feature brings them in
         _ => None,
     }
-}
-
-fn cut(principal: &str) -> &str {
-    crate::logging::cut(principal, MAX_PRINCIPAL_CHARS)
 }
 
 #[cfg(test)]
@@ -399,9 +404,9 @@ mod tests {
     }
 
     #[test]
-    fn long_principals_are_cut() {
-        let long = "é".repeat(MAX_PRINCIPAL_CHARS * 4);
-        assert_eq!(cut(&long).chars().count(), MAX_PRINCIPAL_CHARS);
-        assert_eq!(cut("user"), "user");
+    fn long_principals_are_cut_in_their_logged_form() {
+        let long = "é".repeat(MAX_PRINCIPAL_CHARS);
+        let form = crate::logging::escaped(&long, MAX_PRINCIPAL_CHARS);
+        assert_eq!(form, "%C3%A9".repeat(MAX_PRINCIPAL_CHARS / 6));
     }
 }

@@ -9,7 +9,9 @@
 //!   `*` grants every project and the API-key route, whose records belong to
 //!   no project, but only as the whole claim: API Gateway renders the
 //!   arrays `["<id> *"]` and `["<id>", "*"]` alike (`[<id> *]`), so a `*`
-//!   beside anything else grants nothing.
+//!   beside anything else grants nothing. Every form is split by one rule,
+//!   on the ASCII space and commas only, so the same list grants the same
+//!   in every form.
 //! - **IAM**: IAM policies decide per route (an execute-api ARN names the
 //!   method and path, never the query), so an IAM caller API Gateway let
 //!   through may change any project on that route.
@@ -350,9 +352,33 @@ mod tests {
     #[test]
     fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing() {
         for hidden in [
-            '\t', '\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{200a}', '\u{2028}',
-            '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{200b}', '\u{200d}', '\u{2060}', '\u{feff}', '\u{ad}',
-            '\u{180e}', '\u{fff9}', '\u{61c}', '\u{34f}', '\u{e0020}', '\u{13430}', '\u{378}',
+            '\t',
+            '\n',
+            '\r',
+            '\u{b}',
+            '\u{c}',
+            '\u{85}',
+            '\u{a0}',
+            '\u{1680}',
+            '\u{2000}',
+            '\u{200a}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202f}',
+            '\u{205f}',
+            '\u{3000}',
+            '\u{200b}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{180e}',
+            '\u{fff9}',
+            '\u{61c}',
+            '\u{34f}',
+            '\u{e0020}',
+            '\u{13430}',
+            '\u{378}',
         ] {
             for entry in [
                 format!("{hidden}*"),
@@ -361,7 +387,13 @@ mod tests {
                 format!("{A}{hidden}"),
             ] {
                 let json = serde_json::to_string(&[&entry]).unwrap_or_default();
-                for claim in [entry.clone(), format!("[{entry}]"), json, format!("{entry} {B}"), format!("{B},{entry}")] {
+                for claim in [
+                    entry.clone(),
+                    format!("[{entry}]"),
+                    json,
+                    format!("{entry} {B}"),
+                    format!("{B},{entry}"),
+                ] {
                     let grants = Grants::from_claim(&claim);
                     assert_eq!(grants, Err(ClaimError::HiddenCharacter), "{claim:?}");
                 }

@@ -252,8 +252,14 @@ mod tests {
     #[test]
     fn routes_are_logged_as_visible_ascii() {
         let logged = |route| crate::logging::escaped(route, super::MAX_LOGGED_ROUTE_CHARS);
-        assert_eq!(logged("/api/agent-server/models/{id}"), "/api/agent-server/models/{id}");
-        assert_eq!(logged("/a\u{202e}b\nc d%0A\"\\"), "/a%E2%80%AEb%0Ac%20d%250A%22%5C");
+        assert_eq!(
+            logged("/api/agent-server/models/{id}"),
+            "/api/agent-server/models/{id}"
+        );
+        assert_eq!(
+            logged("/a\u{202e}b\nc d%0A\"\\"),
+            "/a%E2%80%AEb%0Ac%20d%250A%22%5C"
+        );
     }
 
     #[test]

@@ -328,9 +328,15 @@ mod tests {
 
     #[test]
     fn escaped_text_keeps_visible_ascii_but_the_json_escapes_and_percent() {
-        assert_eq!(escaped("arn:aws:iam::1:user/a-b_c.d@e", 256), "arn:aws:iam::1:user/a-b_c.d@e");
+        assert_eq!(
+            escaped("arn:aws:iam::1:user/a-b_c.d@e", 256),
+            "arn:aws:iam::1:user/a-b_c.d@e"
+        );
         assert_eq!(escaped("a\"b\\c%d e\nf\u{0}", 256), "a%22b%5Cc%25d%20e%0Af%00");
-        assert_eq!(escaped("é\u{202e}😀\u{7f}", 256), "%C3%A9%E2%80%AE%F0%9F%98%80%7F");
+        assert_eq!(
+            escaped("é\u{202e}😀\u{7f}", 256),
+            "%C3%A9%E2%80%AE%F0%9F%98%80%7F"
+        );
         // The limit counts the encoded form and never cuts an escape.
         assert_eq!(escaped("abé", 4), "ab");
         assert_eq!(escaped("abé", 8), "ab%C3%A9");

@@ -132,9 +132,15 @@ async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none()
     let cases: [(&str, Option<&str>); 8] = [
         ("agent-1", Some("agent-1")),
         ("a\"b\\c", Some("a%22b%5Cc")),
-        ("\",\"admin\":true,\"x\":\"", Some("%22,%22admin%22:true,%22x%22:%22")),
+        (
+            "\",\"admin\":true,\"x\":\"",
+            Some("%22,%22admin%22:true,%22x%22:%22"),
+        ),
         ("line\nbreak\u{0}\u{1b}\u{7f}", Some("line%0Abreak%00%1B%7F")),
-        ("模型 é😀\u{202e}", Some("%E6%A8%A1%E5%9E%8B%20%C3%A9%F0%9F%98%80%E2%80%AE")),
+        (
+            "模型 é😀\u{202e}",
+            Some("%E6%A8%A1%E5%9E%8B%20%C3%A9%F0%9F%98%80%E2%80%AE"),
+        ),
         ("100%25", Some("100%2525")),
         (" ", Some("%20")),
         ("", None),
@@ -150,9 +156,17 @@ async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none()
             .json(&route.full_body())
             .jwt(&[("sub", sub), ("projects", PROJECT)]);
         let response = route.call(&app, event.request()).await;
-        assert_eq!(response.status().as_u16(), 200, "{sub:?}: {}", body_json(&response));
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "{sub:?}: {}",
+            body_json(&response)
+        );
         let stored = app.store.get(route.table(), &key).unwrap_or_default();
-        let stored = stored.get("updated_by").and_then(|value| value.as_s().ok()).map(String::as_str);
+        let stored = stored
+            .get("updated_by")
+            .and_then(|value| value.as_s().ok())
+            .map(String::as_str);
         assert_eq!(stored, expected, "{sub:?}");
     }
     let text = logs.text();
@@ -163,7 +177,11 @@ async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none()
         .collect();
     assert_eq!(access.len(), cases.len(), "{text}");
     for (line, (sub, expected)) in access.iter().zip(cases) {
-        assert_eq!(line.get("principal").and_then(Value::as_str), expected, "{sub:?}: {line}");
+        assert_eq!(
+            line.get("principal").and_then(Value::as_str),
+            expected,
+            "{sub:?}: {line}"
+        );
     }
     // Nothing raw reached any line: a JSON reader sees no member the sub made.
     assert!(!text.contains("\\\"admin\\\""), "{text}");
@@ -179,7 +197,10 @@ async fn an_empty_iam_arn_is_no_principal() {
     let event = Event::put(route, ID, None).json(&route.full_body()).iam_arn("");
     let response = route.call(&app, event.request()).await;
     assert_eq!(response.status().as_u16(), 200, "{}", body_json(&response));
-    let key = Key { project_id: None, id: ID.to_string() };
+    let key = Key {
+        project_id: None,
+        id: ID.to_string(),
+    };
     let stored = app.store.get(route.table(), &key).unwrap_or_default();
     assert!(!stored.contains_key("updated_by"), "{stored:?}");
     let text = logs.text();

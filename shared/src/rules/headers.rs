@@ -356,11 +356,25 @@ mod tests {
             "Proxy_Authorization",
             "proxy_",
         ] {
-            assert_eq!(codes(Rule::Headers, json!({name: "v"})), ["forbidden_name"], "{name}");
+            assert_eq!(
+                codes(Rule::Headers, json!({name: "v"})),
+                ["forbidden_name"],
+                "{name}"
+            );
         }
         // Underscores anywhere else are ordinary token characters.
-        for allowed in ["X_Api_Key", "my_header", "_", "Proxy", "Metadata_Flavour", "X_Proxy_Id"] {
-            assert!(codes(Rule::Headers, json!({allowed: "v"})).is_empty(), "{allowed}");
+        for allowed in [
+            "X_Api_Key",
+            "my_header",
+            "_",
+            "Proxy",
+            "Metadata_Flavour",
+            "X_Proxy_Id",
+        ] {
+            assert!(
+                codes(Rule::Headers, json!({allowed: "v"})).is_empty(),
+                "{allowed}"
+            );
         }
     }
 
@@ -383,7 +397,13 @@ mod tests {
             }
         }
         // Other characters are not folded: these are distinct names.
-        assert!(codes(Rule::Headers, json!({"X-Key": "a", "X.Key": "b", "XKey": "c", "X--Key": "d"})).is_empty());
+        assert!(
+            codes(
+                Rule::Headers,
+                json!({"X-Key": "a", "X.Key": "b", "XKey": "c", "X--Key": "d"})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -66,7 +66,8 @@ pub fn is_visible(c: char) -> bool {
     let category = CodePointMapData::<GeneralCategory>::new().get(c);
     !matches!(category, GeneralCategory::Unassigned | GeneralCategory::Control)
         && !c.is_whitespace()
-        && (category != GeneralCategory::Format || CodePointSetData::new::<PrependedConcatenationMark>().contains(c))
+        && (category != GeneralCategory::Format
+            || CodePointSetData::new::<PrependedConcatenationMark>().contains(c))
         && !CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
         && !GeneralCategoryGroup::Mark.contains(category)
         && !INVISIBLE_FILLERS.contains(&c)
@@ -213,21 +214,44 @@ mod tests {
     fn format_characters_and_unassigned_code_points_are_not_visible() {
         // Format controls that are not default-ignorable, and unassigned
         // code points: a name of nothing else renders as nothing.
-        let mut invisible: Vec<char> = ['\u{fff9}', '\u{fffa}', '\u{fffb}', '\u{378}', '\u{5ff}', '\u{e0080}']
-            .into_iter()
-            .chain(('\u{13430}'..='\u{1343f}').filter(|c| *c != '\u{13440}'))
-            .collect();
+        let mut invisible: Vec<char> = [
+            '\u{fff9}',
+            '\u{fffa}',
+            '\u{fffb}',
+            '\u{378}',
+            '\u{5ff}',
+            '\u{e0080}',
+        ]
+        .into_iter()
+        .chain(('\u{13430}'..='\u{1343f}').filter(|c| *c != '\u{13440}'))
+        .collect();
         invisible.push('\u{2800}');
         for c in &invisible {
             assert_eq!(codes(NAME, json!(c.to_string())), ["blank"], "{:#x}", *c as u32);
-            assert_eq!(codes(NAME, json!(format!("{c}\u{fff9} {c}"))), ["blank"], "{:#x}", *c as u32);
+            assert_eq!(
+                codes(NAME, json!(format!("{c}\u{fff9} {c}"))),
+                ["blank"],
+                "{:#x}",
+                *c as u32
+            );
             assert!(codes(NAME, json!(format!("{c}x"))).is_empty(), "{:#x}", *c as u32);
         }
         // Prepended concatenation marks are format characters that draw a
         // sign of their own.
         for c in [
-            '\u{600}', '\u{601}', '\u{602}', '\u{603}', '\u{604}', '\u{605}', '\u{6dd}', '\u{70f}', '\u{890}',
-            '\u{891}', '\u{8e2}', '\u{110bd}', '\u{110cd}',
+            '\u{600}',
+            '\u{601}',
+            '\u{602}',
+            '\u{603}',
+            '\u{604}',
+            '\u{605}',
+            '\u{6dd}',
+            '\u{70f}',
+            '\u{890}',
+            '\u{891}',
+            '\u{8e2}',
+            '\u{110bd}',
+            '\u{110cd}',
         ] {
             assert!(codes(NAME, json!(c.to_string())).is_empty(), "{:#x}", c as u32);
         }
@@ -254,9 +278,8 @@ mod tests {
         let mut counted = [0usize; 2];
         for c in ('\0'..=char::MAX).filter(|c| !c.is_whitespace()) {
             let gc = category.get(c);
-            let expected = (shown.contains(gc) || prepended.contains(c))
-                && !ignorable.contains(c)
-                && c != '\u{2800}';
+            let expected =
+                (shown.contains(gc) || prepended.contains(c)) && !ignorable.contains(c) && c != '\u{2800}';
             assert_eq!(super::is_visible(c), expected, "{:#x} {gc:?}", c as u32);
             counted[usize::from(expected)] += 1;
         }

@@ -203,14 +203,21 @@ async fn a_star_beside_anything_else_grants_nothing_in_any_form() {
 #[tokio::test]
 async fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing_in_any_form() {
     let (logs, _guard) = integration_tests::capture_logs();
-    for hidden in ["\u{a0}", "\u{3000}", "\u{2028}", "\t", "\u{200b}", "\u{feff}", "\u{fff9}"] {
+    for hidden in [
+        "\u{a0}", "\u{3000}", "\u{2028}", "\t", "\u{200b}", "\u{feff}", "\u{fff9}",
+    ] {
         let mut entries = vec![format!("{hidden}*"), format!("*{hidden}")];
         entries.extend([format!("{hidden}{PROJECT}"), format!("{PROJECT}{hidden}")]);
         for entry in entries {
             let json = serde_json::to_string(&[&entry]).unwrap_or_default();
             for claim in [entry.clone(), format!("[{entry}]"), json] {
                 for route in Route::ALL {
-                    let outcome = send(route, jwt(route, PROJECT, &[("projects", &claim)]), Settings::default()).await;
+                    let outcome = send(
+                        route,
+                        jwt(route, PROJECT, &[("projects", &claim)]),
+                        Settings::default(),
+                    )
+                    .await;
                     assert_forbidden(&outcome, &format!("{route:?} with claim {claim:?}"));
                 }
             }
@@ -225,7 +232,10 @@ async fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing
     for line in warnings {
         assert!(line.contains("\"claim\":\"projects\""), "{line}");
         assert!(line.contains("invisible character"), "{line}");
-        assert!(!line.contains(PROJECT), "the claim's value reached a log line: {line}");
+        assert!(
+            !line.contains(PROJECT),
+            "the claim's value reached a log line: {line}"
+        );
     }
 }
 

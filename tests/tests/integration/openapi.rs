@@ -323,7 +323,9 @@ fn headers_exclude_the_names_the_client_owns() {
         name.chars()
             .map(|c| match c {
                 '-' => "[-_]".to_string(),
-                c if c.is_ascii_alphabetic() => format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase()),
+                c if c.is_ascii_alphabetic() => {
+                    format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+                }
                 c => c.to_string(),
             })
             .collect()

@@ -206,9 +206,36 @@ fn the_body_strategy_reaches_acceptance() {
 /// nothing (format controls, default-ignorable and unassigned code points,
 /// combining marks).
 const HIDDEN: [char; 30] = [
-    '\t', '\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2007}', '\u{200a}', '\u{2028}',
-    '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
-    '\u{ad}', '\u{180e}', '\u{fff9}', '\u{fffb}', '\u{34f}', '\u{e0020}', '\u{13430}', '\u{378}', '\u{3164}',
+    '\t',
+    '\n',
+    '\r',
+    '\u{b}',
+    '\u{c}',
+    '\u{85}',
+    '\u{a0}',
+    '\u{1680}',
+    '\u{2000}',
+    '\u{2007}',
+    '\u{200a}',
+    '\u{2028}',
+    '\u{2029}',
+    '\u{202f}',
+    '\u{205f}',
+    '\u{3000}',
+    '\u{200b}',
+    '\u{200c}',
+    '\u{200d}',
+    '\u{2060}',
+    '\u{feff}',
+    '\u{ad}',
+    '\u{180e}',
+    '\u{fff9}',
+    '\u{fffb}',
+    '\u{34f}',
+    '\u{e0020}',
+    '\u{13430}',
+    '\u{378}',
+    '\u{3164}',
 ];
 /// The projects a generated claim may name; the requests target the first two.
 const CLAIMED: [&str; 3] = [PROJECT, OTHER_PROJECT, "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"];
@@ -223,7 +250,13 @@ fn claim_entry() -> impl Strategy<Value = (String, bool)> {
         2 => Just("*".to_string()),
         1 => "[0-9a-f*-]{1,8}",
     ];
-    let hidden = prop::option::weighted(0.4, (prop::sample::select(HIDDEN.to_vec()), any::<prop::sample::Index>()));
+    let hidden = prop::option::weighted(
+        0.4,
+        (
+            prop::sample::select(HIDDEN.to_vec()),
+            any::<prop::sample::Index>(),
+        ),
+    );
     (base, hidden).prop_map(|(entry, hidden)| match hidden {
         None => (entry, false),
         Some((c, at)) => {
@@ -250,14 +283,25 @@ fn claim_forms(list: &[String]) -> [String; 5] {
 /// The status of a `PUT` by a caller with this projects claim: on a model
 /// of each of the first two claimable projects, and on an API key.
 fn claim_statuses(runtime: &tokio::runtime::Runtime, claim: &str) -> [u16; 3] {
-    let targets = [(Route::Models, Some(PROJECT)), (Route::Models, Some(OTHER_PROJECT)), (Route::ApiKeys, None)];
+    let targets = [
+        (Route::Models, Some(PROJECT)),
+        (Route::Models, Some(OTHER_PROJECT)),
+        (Route::ApiKeys, None),
+    ];
     targets.map(|(route, project)| {
         let app = memory_app(Policy::default());
-        app.store.put(route.table(), route.item(project.unwrap_or(PROJECT), ID));
-        let event = Event::put(route, ID, project).json(&route.full_body()).jwt(&[("sub", "agent"), ("projects", claim)]);
+        app.store
+            .put(route.table(), route.item(project.unwrap_or(PROJECT), ID));
+        let event = Event::put(route, ID, project)
+            .json(&route.full_body())
+            .jwt(&[("sub", "agent"), ("projects", claim)]);
         let response = runtime.block_on(route.call(&app, event.request()));
         let status = response.status().as_u16();
-        assert!(status == 200 || status == 403, "{claim:?}: {status} {}", body_json(&response));
+        assert!(
+            status == 200 || status == 403,
+            "{claim:?}: {status} {}",
+            body_json(&response)
+        );
         status
     })
 }

@@ -114,9 +114,15 @@ fn the_headers_row_names_every_refused_name() {
     let rows = field_rows(&doc);
     let rule = row(&rows, "headers")[1].to_ascii_lowercase();
     for name in FORBIDDEN_NAMES.iter().chain(&METADATA_HEADERS) {
-        assert!(rule.contains(&format!("`{name}`")), "{API_DOC} `headers` does not name {name}");
+        assert!(
+            rule.contains(&format!("`{name}`")),
+            "{API_DOC} `headers` does not name {name}"
+        );
     }
-    assert!(rule.contains(&format!("`{FORBIDDEN_PREFIX}*`")), "{API_DOC}: {FORBIDDEN_PREFIX}*");
+    assert!(
+        rule.contains(&format!("`{FORBIDDEN_PREFIX}*`")),
+        "{API_DOC}: {FORBIDDEN_PREFIX}*"
+    );
 }
 
 #[test]

@@ -333,3 +333,83 @@ proptest! {
         }
     }
 }
+
+/// A spelling of `name` a CGI-style server reads as `name`: each letter in
+/// a chosen case, each `-` kept or written `_`.
+fn respelled(name: &str, choices: &[bool]) -> String {
+    name.chars()
+        .zip(choices.iter().cycle())
+        .map(|(c, flip)| match (c, flip) {
+            ('-', true) => '_',
+            (c, true) => c.to_ascii_uppercase(),
+            (c, false) => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// The problems a `PUT` of `headers` on an MCP server is refused for.
+fn header_problems(runtime: &tokio::runtime::Runtime, headers: Value) -> (u16, Vec<(String, String)>) {
+    let route = Route::McpServers;
+    let app = memory_app(Policy::default());
+    app.store.put(route.table(), route.item(PROJECT, ID));
+    let event = Event::put(route, ID, Some(PROJECT)).json(&serde_json::json!({ "headers": headers }));
+    let response = runtime.block_on(route.call(&app, event.request()));
+    let body = body_json(&response);
+    let fields = body["errorDetails"]["fields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let fields = fields
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap_or_default().to_string(),
+                f["code"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (response.status().as_u16(), fields)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every refused header name is refused in every spelling a server
+    /// reads as it, through the whole request path.
+    #[test]
+    fn refused_header_names_are_refused_in_every_spelling(
+        name in prop::sample::select(
+            agent_server_shared::rules::headers::FORBIDDEN_NAMES
+                .iter()
+                .chain(&agent_server_shared::rules::headers::METADATA_HEADERS)
+                .map(|n| n.to_string())
+                .chain(["proxy-authorization".to_string(), "proxy-x_y".to_string()])
+                .collect::<Vec<_>>()
+        ),
+        choices in prop::collection::vec(any::<bool>(), 1..12),
+    ) {
+        let spelling = respelled(&name, &choices);
+        let (status, fields) = header_problems(&runtime(), serde_json::json!({ spelling.clone(): "v" }));
+        prop_assert_eq!(status, 400);
+        prop_assert_eq!(fields, vec![(format!("headers.{spelling}"), "forbidden_name".to_string())]);
+    }
+
+    /// Two names a server reads as one are a duplicate, whatever their
+    /// letter case and `-`/`_` spelling; names that differ otherwise are not.
+    #[test]
+    fn header_names_equal_once_read_are_duplicates(
+        name in "[A-Za-z][A-Za-z0-9]{0,6}(-[A-Za-z0-9]{1,6}){1,3}",
+        first in prop::collection::vec(any::<bool>(), 1..12),
+        second in prop::collection::vec(any::<bool>(), 1..12),
+    ) {
+        let (one, other) = (respelled(&name, &first), respelled(&name, &second));
+        prop_assume!(one != other && !agent_server_shared::rules::headers::is_forbidden_name(&name));
+        let runtime = runtime();
+        let (status, fields) = header_problems(&runtime, serde_json::json!({ one.clone(): "a", other.clone(): "b" }));
+        let later = if one < other { &other } else { &one };
+        prop_assert_eq!(status, 400);
+        prop_assert_eq!(fields, vec![(format!("headers.{later}"), "duplicate_name".to_string())]);
+        // Either spelling alone is an ordinary name.
+        prop_assert_eq!(header_problems(&runtime, serde_json::json!({ other.clone(): "b" })).0, 200);
+    }
+}

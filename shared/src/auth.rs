@@ -9,7 +9,9 @@
 //!   `*` grants every project and the API-key route, whose records belong to
 //!   no project, but only as the whole claim: API Gateway renders the
 //!   arrays `["<id> *"]` and `["<id>", "*"]` alike (`[<id> *]`), so a `*`
-//!   beside anything else grants nothing.
+//!   beside anything else grants nothing. Every form is split by one rule,
+//!   on the ASCII space and commas only, so the same list grants the same
+//!   in every form.
 //! - **IAM**: IAM policies decide per route (an execute-api ARN names the
 //!   method and path, never the query), so an IAM caller API Gateway let
 //!   through may change any project on that route.
@@ -29,8 +31,9 @@ use crate::ids::parse_uuid;
 pub const DEFAULT_PROJECTS_CLAIM: &str = "projects";
 /// The claim entry that grants every project and the API-key route.
 pub const ALL_PROJECTS: &str = "*";
-/// The most characters of a principal the access log keeps: it is an
-/// identifier, and a token's `sub` is the caller's to choose.
+/// The most characters of a principal in the form it is logged, stored
+/// and published ([`principal`]): it is an identifier, and a token's `sub`
+/// is the caller's to choose.
 pub const MAX_PRINCIPAL_CHARS: usize = 256;
 
 /// What a request asks to change.
@@ -62,11 +65,16 @@ impl Grants {
     /// the normalisation `project_id` gets.
     ///
     /// `*` grants everything only as the whole claim (`*`, `[*]`, `["*"]`).
-    /// A claim with `*` beside another entry, an empty entry, or an entry
-    /// that is neither `*` nor a UUID is refused: it grants nothing, since a
-    /// token that cannot be read unambiguously is not trusted in part.
+    /// A claim with `*` beside another entry, an empty entry, an entry
+    /// holding whitespace other than the ASCII space that separates entries
+    /// or an invisible character, or an entry that is neither `*` nor a
+    /// UUID is refused: it grants nothing, since a token that cannot be read
+    /// unambiguously is not trusted in part.
     pub fn from_claim(claim: &str) -> Result<Self, ClaimError> {
-        let entries = claim_entries(claim.trim()).ok_or(ClaimError::Malformed)?;
+        let entries = claim_entries(claim).ok_or(ClaimError::Malformed)?;
+        if entries.iter().any(|entry| entry.chars().any(hidden)) {
+            return Err(ClaimError::HiddenCharacter);
+        }
         if entries.iter().any(|entry| entry == ALL_PROJECTS) {
             return match entries.len() {
                 1 => Ok(Self::All),
@@ -100,6 +108,11 @@ pub enum ClaimError {
     /// is neither `*` nor a UUID.
     #[error("the projects claim lists nothing this service can read")]
     Malformed,
+    /// An entry holds whitespace other than the ASCII space, or a
+    /// character that shows nothing: it would read as an id or `*` to a
+    /// person, or to a reader that trims Unicode whitespace, and is neither.
+    #[error("an entry of the projects claim holds whitespace other than a space, or an invisible character")]
+    HiddenCharacter,
     /// `*` beside other entries: API Gateway's rendering cannot tell an
     /// element `"<id> *"` from the two elements `"<id>"` and `"*"`.
     #[error("the projects claim holds * beside other entries, which grants nothing")]
@@ -108,48 +121,78 @@ pub enum ClaimError {
 
 /// The entries of a projects claim, or `None` if it is malformed.
 ///
-/// Every form becomes API Gateway's rendering first, since on AWS that is
-/// all the function sees: a JSON array's elements joined by single spaces
-/// inside brackets. In that rendering entries are separated by exactly one
-/// space, so an empty element (two spaces, or one at either end) is an
-/// empty entry and malformed. Outside brackets, ids are separated by commas
-/// (an empty entry between two is malformed) or by any run of blanks.
+/// Every form comes down to one list text, read by one rule. A JSON array
+/// string becomes API Gateway's rendering of it (its elements joined by
+/// single spaces), since on AWS that is all the function sees; the
+/// brackets of that rendering are dropped; any other claim is the list
+/// text itself. Nothing is trimmed. In the list text, entries are
+/// separated by one ASCII space, or by one comma with at most one ASCII
+/// space on either side (`a,b`, `a, b`); any other character, other
+/// whitespace included, belongs to an entry. So an empty element, two
+/// spaces in a row, or a separator at either end is an empty entry, and
+/// malformed, in every form alike.
 fn claim_entries(claim: &str) -> Option<Vec<String>> {
     let rendered;
-    let inner = if let Ok(list) = serde_json::from_str::<Vec<String>>(claim) {
-        rendered = list.join(" ");
-        rendered.as_str()
-    } else if let Some(inner) = claim.strip_prefix('[') {
-        inner.strip_suffix(']')?
-    } else {
-        let mut entries = Vec::new();
-        for part in claim.split(',') {
-            let ids: Vec<&str> = part.split([' ', '\t']).filter(|id| !id.is_empty()).collect();
-            if ids.is_empty() {
-                return None;
+    let list = match claim.strip_prefix('[').and_then(|inner| inner.strip_suffix(']')) {
+        Some(inner) => match serde_json::from_str::<Vec<String>>(claim) {
+            Ok(elements) => {
+                rendered = elements.join(" ");
+                rendered.as_str()
             }
-            entries.extend(ids.into_iter().map(str::to_owned));
-        }
-        return Some(entries);
+            Err(_) => inner,
+        },
+        None => claim,
     };
-    let entries: Vec<String> = inner.split(' ').map(str::to_owned).collect();
-    (!entries.iter().any(String::is_empty)).then_some(entries)
+    let mut entries = Vec::new();
+    let mut rest = list;
+    loop {
+        let end = rest.find([' ', ',']).unwrap_or(rest.len());
+        let (entry, tail) = rest.split_at(end);
+        if entry.is_empty() {
+            return None;
+        }
+        entries.push(entry.to_owned());
+        if tail.is_empty() {
+            return Some(entries);
+        }
+        rest = separator_end(tail);
+    }
+}
+
+/// `text` after the separator it starts with: a space, or a comma with at
+/// most one space on either side.
+fn separator_end(text: &str) -> &str {
+    let after_space = text.strip_prefix(' ').unwrap_or(text);
+    match after_space.strip_prefix(',') {
+        Some(after_comma) => after_comma.strip_prefix(' ').unwrap_or(after_comma),
+        None if after_space.len() < text.len() => after_space,
+        // Starts with neither (the caller saw one of them): keep the text,
+        // whose empty entry is then refused.
+        None => text,
+    }
+}
+
+/// Whether `c` may not stand in a claim's entry: whitespace other than the
+/// separating space (which never reaches an entry), or a character the
+/// text rules count as invisible.
+fn hidden(c: char) -> bool {
+    c.is_whitespace() || !crate::rules::text::is_visible(c)
 }
 
 /// The caller API Gateway verified, as far as this service cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller<'a> {
-    /// Who it is, for the access log: the JWT's `sub` or the IAM caller's
-    /// ARN, cut to [`MAX_PRINCIPAL_CHARS`]. Never a token.
-    pub principal: Option<&'a str>,
+pub struct Caller {
+    /// Who it is, for the access log and the record's `updated_by`: see
+    /// [`principal`]. Never a token.
+    pub principal: Option<String>,
     /// What it may change.
     pub grants: Grants,
 }
 
-impl<'a> Caller<'a> {
+impl Caller {
     /// The caller of `request`, its projects read from the JWT claim named
     /// `projects_claim`.
-    pub fn of(request: &'a Request, projects_claim: &str) -> Self {
+    pub fn of(request: &Request, projects_claim: &str) -> Self {
         Self {
             principal: principal(request),
             grants: grants(request, projects_claim),
@@ -166,15 +209,23 @@ impl<'a> Caller<'a> {
     }
 }
 
-/// The caller's principal: the JWT's `sub`, else the IAM caller's ARN, cut
-/// to [`MAX_PRINCIPAL_CHARS`]; also what the panic guard logs.
-pub fn principal(request: &Request) -> Option<&str> {
+/// The caller's principal, the JWT's `sub`, else the IAM caller's ARN, in
+/// the one form it is logged (the access line, the panic guard's line),
+/// stored (`updated_by`) and published (the change event): percent-encoded
+/// by [`crate::logging::escaped`], so it needs no JSON escaping wherever it
+/// is pasted, and at most [`MAX_PRINCIPAL_CHARS`] characters. An empty
+/// `sub` or ARN is no principal, as a token without `sub` is: one spelling
+/// of "nobody named".
+pub fn principal(request: &Request) -> Option<String> {
     let authorizer = authorizer(request)?;
-    match (&authorizer.jwt, &authorizer.iam) {
-        (Some(jwt), _) => jwt.claims.get("sub").map(|sub| cut(sub)),
-        (None, Some(iam)) => iam.user_arn.as_deref().map(cut),
+    let named = match (&authorizer.jwt, &authorizer.iam) {
+        (Some(jwt), _) => jwt.claims.get("sub").map(String::as_str),
+        (None, Some(iam)) => iam.user_arn.as_deref(),
         (None, None) => None,
-    }
+    };
+    named
+        .filter(|named| !named.is_empty())
+        .map(|named| crate::logging::escaped(named, MAX_PRINCIPAL_CHARS))
 }
 
 /// What the identity in `request` may change: the JWT's projects claim,
@@ -206,10 +257,6 @@ fn authorizer(request: &Request) -> Option<&ApiGatewayRequestAuthorizer> {
     }
 }
 
-fn cut(principal: &str) -> &str {
-    crate::logging::cut(principal, MAX_PRINCIPAL_CHARS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,7 +278,11 @@ mod tests {
             format!("{A} {B}"),
             format!("{A},{B}"),
             format!("{A}, {B}"),
-            format!(" {upper}\t{B} "),
+            format!("{A} ,{B}"),
+            format!("{A} , {B}"),
+            format!("[{A}, {B}]"),
+            format!("[\"{A},\", \"{B}\"]"),
+            format!("{upper} {B}"),
             format!("[{upper} {B} {A}]"),
         ] {
             assert_eq!(Grants::from_claim(&claim), Ok(projects(&[A, B])), "{claim}");
@@ -246,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_star_grants_everything_only_as_the_whole_claim() {
-        for claim in ["*", "[*]", "[\"*\"]", " * ", "[ \"*\" ]"] {
+        for claim in ["*", "[*]", "[\"*\"]", "[ \"*\" ]"] {
             assert_eq!(Grants::from_claim(claim), Ok(Grants::All), "{claim}");
         }
         // Smuggled beside ids, in any form: nothing at all.
@@ -281,8 +332,72 @@ mod tests {
             format!("{A},,{B}"),
             format!("{A},"),
             format!(",{A}"),
+            format!(" {A}"),
+            format!("{A} "),
+            format!("{A}  {B}"),
+            format!("{A},  {B}"),
+            format!("{A}  ,{B}"),
+            format!("[\" {A}\"]"),
+            " * ".to_string(),
+            "[ *]".to_string(),
+            "*,".to_string(),
         ] {
             assert_eq!(Grants::from_claim(&claim), Err(ClaimError::Malformed), "{claim}");
+        }
+    }
+
+    /// Whitespace other than the ASCII space, and invisible characters,
+    /// make an entry neither an id nor `*`, wherever they stand and in
+    /// every form.
+    #[test]
+    fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing() {
+        for hidden in [
+            '\t',
+            '\n',
+            '\r',
+            '\u{b}',
+            '\u{c}',
+            '\u{85}',
+            '\u{a0}',
+            '\u{1680}',
+            '\u{2000}',
+            '\u{200a}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202f}',
+            '\u{205f}',
+            '\u{3000}',
+            '\u{200b}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{180e}',
+            '\u{fff9}',
+            '\u{61c}',
+            '\u{34f}',
+            '\u{e0020}',
+            '\u{13430}',
+            '\u{378}',
+        ] {
+            for entry in [
+                format!("{hidden}*"),
+                format!("*{hidden}"),
+                format!("{hidden}{A}"),
+                format!("{A}{hidden}"),
+            ] {
+                let json = serde_json::to_string(&[&entry]).unwrap_or_default();
+                for claim in [
+                    entry.clone(),
+                    format!("[{entry}]"),
+                    json,
+                    format!("{entry} {B}"),
+                    format!("{B},{entry}"),
+                ] {
+                    let grants = Grants::from_claim(&claim);
+                    assert_eq!(grants, Err(ClaimError::HiddenCharacter), "{claim:?}");
+                }
+            }
         }
     }
 
@@ -321,9 +436,9 @@ mod tests {
     }
 
     #[test]
-    fn long_principals_are_cut() {
-        let long = "é".repeat(MAX_PRINCIPAL_CHARS * 4);
-        assert_eq!(cut(&long).chars().count(), MAX_PRINCIPAL_CHARS);
-        assert_eq!(cut("user"), "user");
+    fn long_principals_are_cut_in_their_logged_form() {
+        let long = "é".repeat(MAX_PRINCIPAL_CHARS);
+        let form = crate::logging::escaped(&long, MAX_PRINCIPAL_CHARS);
+        assert_eq!(form, "%C3%A9".repeat(MAX_PRINCIPAL_CHARS / 6));
     }
 }

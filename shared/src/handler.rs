@@ -58,7 +58,7 @@ async fn update_in_span<R: Resource, S: Store>(app: &App<S>, request: Request, c
     access_log(&AccessEntry {
         method: request.method().as_str(),
         route: R::ROUTE,
-        principal: caller.principal,
+        principal: caller.principal.as_deref(),
         key: seen.key.as_ref(),
         response: &response,
         latency,
@@ -87,7 +87,7 @@ struct Seen {
 
 async fn apply<R: Resource, S: Store>(
     app: &App<S>,
-    caller: &Caller<'_>,
+    caller: &Caller,
     request: &Request,
     seen: &mut Seen,
 ) -> Result<(R, String, Option<String>), ApiError> {
@@ -142,7 +142,7 @@ async fn apply<R: Resource, S: Store>(
         now: timestamp(),
         write_id: Update::new_write_id(),
         fields: R::FIELDS,
-        updated_by: caller.principal.map(str::to_owned),
+        updated_by: caller.principal.clone(),
         budget: budget.remaining(),
         data_key: sealed.key_use,
     };
@@ -288,7 +288,8 @@ pub struct AccessEntry<'a> {
     pub method: &'a str,
     /// The route template, or the path where no route matched.
     pub route: &'a str,
-    /// Who called ([`Caller::principal`]); never a token.
+    /// Who called ([`Caller::principal`], in its logged form); never a
+    /// token.
     pub principal: Option<&'a str>,
     /// The record's key, once validated (normalised UUIDs, never raw
     /// query text); `None` when the request was refused before.
@@ -305,26 +306,18 @@ pub struct AccessEntry<'a> {
 /// path is the caller's, up to the size of a request line).
 pub const MAX_LOGGED_ROUTE_CHARS: usize = 256;
 
-/// What of a route (an unmatched path is the caller's) the access line
-/// may show as it is: visible ASCII. Anything else, a line break or a
-/// bidirectional control included, is percent-encoded, so the line reads
-/// as what was sent.
-const NOT_SHOWN: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ').add(b'%');
-
-fn escaped(route: &str) -> percent_encoding::PercentEncode<'_> {
-    percent_encoding::utf8_percent_encode(route, NOT_SHOWN)
-}
-
 /// The one log line per request: never a body, a header value, a query or
 /// a token. The record's `id` and `project_id` join it to the change event
 /// and to any other line of the request.
 pub fn access_log(entry: &AccessEntry<'_>) {
     let status = entry.response.status().as_u16();
     let latency_ms = entry.latency.as_secs_f64() * 1000.0;
+    // An unmatched path is the caller's: shown in the principal's form.
+    let route = crate::logging::escaped(entry.route, MAX_LOGGED_ROUTE_CHARS);
     tracing::info!(
         target: "access",
         method = entry.method,
-        route = %escaped(crate::logging::cut(entry.route, MAX_LOGGED_ROUTE_CHARS)),
+        route = route.as_str(),
         principal = entry.principal,
         id = entry.key.map(|key| key.id.as_str()),
         project_id = entry.key.and_then(|key| key.project_id.as_deref()),
@@ -341,13 +334,14 @@ mod tests {
 
     #[test]
     fn routes_are_logged_as_visible_ascii() {
+        let logged = |route| crate::logging::escaped(route, super::MAX_LOGGED_ROUTE_CHARS);
         assert_eq!(
-            super::escaped("/api/agent-server/models/{id}").to_string(),
+            logged("/api/agent-server/models/{id}"),
             "/api/agent-server/models/{id}"
         );
         assert_eq!(
-            super::escaped("/a\u{202e}b\nc d%0A").to_string(),
-            "/a%E2%80%AEb%0Ac%20d%250A"
+            logged("/a\u{202e}b\nc d%0A\"\\"),
+            "/a%E2%80%AEb%0Ac%20d%250A%22%5C"
         );
     }
 

@@ -303,7 +303,7 @@ pub fn event_response(response: Response) -> ApiGatewayV2httpResponse {
 pub async fn handle<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
     let method = request.method().clone();
     let request_id = request_id(&request);
-    let principal = auth::principal(&request).map(str::to_owned);
+    let principal = auth::principal(&request);
     let started = Instant::now();
     let cold_start = metrics::first_request();
     let handler = update_record_as::<R, S>(app, request, cold_start);

@@ -146,14 +146,41 @@ where
     }
 }
 
-/// At most `max` characters of `text`: what a log line keeps of a value
-/// the caller chose (a principal, a path no route matched), so one
-/// request cannot make a log line of any size.
-pub fn cut(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => &text[..end],
-        None => text,
+/// Whether [`escaped`] keeps `c` as it is: visible ASCII, but `"` and `\`
+/// (which JSON escapes, and a template that pastes text into a JSON string
+/// does not) and `%` (the escape itself).
+fn shown_as_is(c: char) -> bool {
+    c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '%')
+}
+
+/// Text a caller chose (a principal, a path no route matched) in the one
+/// form this service logs, stores and publishes it: every character but
+/// visible ASCII, and `"`, `\` and `%`, percent-encoded as its UTF-8 bytes
+/// (`%22`, `%5C`, `%25`, `%20`, `%0A`, `%C3%A9`), so the form needs no
+/// escaping in JSON, reads as what was sent, and decodes back to it. At
+/// most `max` characters: a character whose encoding would pass the limit
+/// is left out with everything after it, so an escape is never cut.
+pub fn escaped(text: &str, max: usize) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(text.len().min(max));
+    let mut buffer = [0; 4];
+    for c in text.chars() {
+        let width = if shown_as_is(c) { 1 } else { 3 * c.len_utf8() };
+        // Every character pushed is ASCII, so bytes count characters.
+        if out.len() + width > max {
+            break;
+        }
+        if shown_as_is(c) {
+            out.push(c);
+            continue;
+        }
+        for byte in c.encode_utf8(&mut buffer).bytes() {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xF)]));
+        }
     }
+    out
 }
 
 /// Targets of this project's own crates, which never log secrets and so
@@ -300,10 +327,45 @@ mod tests {
     }
 
     #[test]
-    fn cut_keeps_whole_characters() {
-        let long = "é".repeat(1000);
-        assert_eq!(cut(&long, 256).chars().count(), 256);
-        assert_eq!(cut("/short", 256), "/short");
-        assert_eq!(cut("😀😀", 1), "😀");
+    fn escaped_text_keeps_visible_ascii_but_the_json_escapes_and_percent() {
+        assert_eq!(
+            escaped("arn:aws:iam::1:user/a-b_c.d@e", 256),
+            "arn:aws:iam::1:user/a-b_c.d@e"
+        );
+        assert_eq!(escaped("a\"b\\c%d e\nf\u{0}", 256), "a%22b%5Cc%25d%20e%0Af%00");
+        assert_eq!(
+            escaped("é\u{202e}😀\u{7f}", 256),
+            "%C3%A9%E2%80%AE%F0%9F%98%80%7F"
+        );
+        // The limit counts the encoded form and never cuts an escape.
+        assert_eq!(escaped("abé", 4), "ab");
+        assert_eq!(escaped("abé", 8), "ab%C3%A9");
+        assert_eq!(escaped(&"x".repeat(300), 256).len(), 256);
+        assert_eq!(escaped("", 256), "");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, failure_persistence: None, ..Default::default() })]
+
+        /// Whatever the text: the form is visible ASCII with no `"` or `\`,
+        /// every `%` starts a whole escape, it fits the limit, it decodes
+        /// to a prefix of the text (all of it when the text fits), and
+        /// JSON writes it unchanged.
+        #[test]
+        fn escaped_text_needs_no_json_escaping_and_decodes_back(text in "\\PC{0,40}|.{0,40}|[ -~]{0,40}", max in 0usize..200) {
+            let form = escaped(&text, max);
+            proptest::prop_assert!(form.len() <= max);
+            proptest::prop_assert!(form.chars().all(|c| c.is_ascii_graphic() && c != '"' && c != '\\'), "{}", form);
+            let bytes = form.as_bytes();
+            for (i, _) in form.match_indices('%') {
+                proptest::prop_assert!(bytes.get(i + 1..i + 3).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)), "{}", form);
+            }
+            let decoded = percent_encoding::percent_decode_str(&form).decode_utf8();
+            proptest::prop_assert!(decoded.as_ref().is_ok_and(|decoded| text.starts_with(decoded.as_ref())), "{:?} {}", text, form);
+            if escaped(&text, usize::MAX).len() <= max {
+                proptest::prop_assert_eq!(decoded.map(|d| d.into_owned()).unwrap_or_default(), text.clone());
+            }
+            proptest::prop_assert_eq!(serde_json::to_string(&form).unwrap_or_default(), format!("\"{form}\""));
+        }
     }
 }

@@ -63,6 +63,14 @@ impl Event {
         self
     }
 
+    /// An IAM authorizer's context naming the caller by `arn`.
+    pub fn iam_arn(mut self, arn: &str) -> Self {
+        if let Some(iam) = self.authorizer.as_mut().and_then(|a| a.get_mut("iam")) {
+            iam["userArn"] = Value::String(arn.to_string());
+        }
+        self
+    }
+
     /// No authorizer context at all, as in a direct invoke.
     pub fn without_authorizer(mut self) -> Self {
         self.authorizer = None;

@@ -3,6 +3,8 @@
 //! interest cache with every other test running in the same process.
 
 use agent_server_shared::rules::Policy;
+use agent_server_shared::store::Key;
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::{Event, IAM_USER_ARN};
 use integration_tests::{Route, body_json, capture_logs, memory_app};
 use serde_json::Value;
@@ -114,4 +116,98 @@ async fn a_request_that_seals_reports_its_kms_time() {
     assert!(metric["KmsLatency"].is_number(), "{metric}");
     let declared = metric["_aws"]["CloudWatchMetrics"][0]["Metrics"].to_string();
     assert!(declared.contains("KmsLatency"), "{declared}");
+}
+
+/// The principal in the one form it is logged and stored: whatever the
+/// token's `sub` holds, visible ASCII but `"`, `\` and `%` stay, the rest
+/// is percent-encoded; an empty `sub` (or IAM ARN) is no principal at all.
+#[tokio::test]
+async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none() {
+    let (logs, _guard) = capture_logs();
+    let route = Route::Models;
+    let key = Key {
+        project_id: Some(PROJECT.to_string()),
+        id: ID.to_string(),
+    };
+    let cases: [(&str, Option<&str>); 8] = [
+        ("agent-1", Some("agent-1")),
+        ("a\"b\\c", Some("a%22b%5Cc")),
+        (
+            "\",\"admin\":true,\"x\":\"",
+            Some("%22,%22admin%22:true,%22x%22:%22"),
+        ),
+        ("line\nbreak\u{0}\u{1b}\u{7f}", Some("line%0Abreak%00%1B%7F")),
+        (
+            "模型 é😀\u{202e}",
+            Some("%E6%A8%A1%E5%9E%8B%20%C3%A9%F0%9F%98%80%E2%80%AE"),
+        ),
+        ("100%25", Some("100%2525")),
+        (" ", Some("%20")),
+        ("", None),
+    ];
+    for (sub, expected) in cases {
+        let app = memory_app(Policy::default());
+        let mut item = route.item(PROJECT, ID);
+        // A principal from an earlier write, which a write by nobody
+        // named must not leave behind.
+        item.insert("updated_by".into(), AttributeValue::S("earlier-writer".into()));
+        app.store.put(route.table(), item);
+        let event = Event::put(route, ID, Some(PROJECT))
+            .json(&route.full_body())
+            .jwt(&[("sub", sub), ("projects", PROJECT)]);
+        let response = route.call(&app, event.request()).await;
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "{sub:?}: {}",
+            body_json(&response)
+        );
+        let stored = app.store.get(route.table(), &key).unwrap_or_default();
+        let stored = stored
+            .get("updated_by")
+            .and_then(|value| value.as_s().ok())
+            .map(String::as_str);
+        assert_eq!(stored, expected, "{sub:?}");
+    }
+    let text = logs.text();
+    let access: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "access")
+        .collect();
+    assert_eq!(access.len(), cases.len(), "{text}");
+    for (line, (sub, expected)) in access.iter().zip(cases) {
+        assert_eq!(
+            line.get("principal").and_then(Value::as_str),
+            expected,
+            "{sub:?}: {line}"
+        );
+    }
+    // Nothing raw reached any line: a JSON reader sees no member the sub made.
+    assert!(!text.contains("\\\"admin\\\""), "{text}");
+}
+
+/// An IAM caller whose ARN is empty is no principal either.
+#[tokio::test]
+async fn an_empty_iam_arn_is_no_principal() {
+    let (logs, _guard) = capture_logs();
+    let route = Route::ApiKeys;
+    let app = memory_app(Policy::default());
+    app.store.put(route.table(), route.item(PROJECT, ID));
+    let event = Event::put(route, ID, None).json(&route.full_body()).iam_arn("");
+    let response = route.call(&app, event.request()).await;
+    assert_eq!(response.status().as_u16(), 200, "{}", body_json(&response));
+    let key = Key {
+        project_id: None,
+        id: ID.to_string(),
+    };
+    let stored = app.store.get(route.table(), &key).unwrap_or_default();
+    assert!(!stored.contains_key("updated_by"), "{stored:?}");
+    let text = logs.text();
+    let line = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["target"] == "access")
+        .unwrap_or_else(|| panic!("no access line: {text}"));
+    assert!(line.get("principal").is_none(), "{line}");
 }

@@ -11,8 +11,13 @@ AWS). The test reads each table's stream with boto3, and checks that:
   applied by pipes.py as EventBridge Pipes documents it) turns the record
   into an event that is valid JSON, carries exactly the allow-listed fields
   with the values of the update (updated_by: the caller's principal, the
-  token's sub; updated_fields: exactly the names of the fields the body set),
-  and validates against events.schema.json;
+  token's sub in its percent-encoded form; updated_fields: exactly the names
+  of the fields the body set), and validates against events.schema.json;
+- a caller whose sub holds what a JSON string must escape (`"`, `\`,
+  control characters) or non-ASCII text is announced in valid JSON with
+  exactly the allow-listed members, though the pipes (as pipes.py renders
+  them, like AWS: plain substitution, no escaping) paste updated_by into a
+  JSON string unescaped;
 - an item changed outside the API (no updated_by, no updated_fields) is
   announced as the schema allows: updated_by "", updated_fields [];
 - the records loaded before the test (INSERTs) pass no pipe's filter;
@@ -36,6 +41,7 @@ import secrets
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -95,6 +101,29 @@ def subject_of(token):
         return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"]
     except (IndexError, ValueError, KeyError, TypeError) as error:
         raise Failed(f"cannot read the sub of the token {token[:20]}...: {error!r}") from None
+
+
+# What the functions keep of a principal as it is: visible ASCII but the
+# characters JSON escapes (" and \) and the escape itself (%).
+PRINCIPAL_AS_IS = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"\\%')
+
+# Subjects that would break out of a JSON string, or need escaping in one, if
+# pasted raw: the principal's percent-encoded form must make each harmless.
+HOSTILE_SUBJECTS = [
+    ("a quote", 'agent "quoted"'),
+    ("a backslash", "agent\\one"),
+    ("a trailing backslash", "agent\\"),
+    ("JSON members", '", "admin": true, "project_id": "x'),
+    ("control characters", "agent\x01\x1b[31m\ttab\nline\x7f"),
+    ("non-ASCII text", "agënt 模型 😀 \u202e\u00a0end"),
+    ("a percent sign", "100%25"),
+]
+
+
+def principal_form(sub):
+    """The form the functions log, store and publish a principal in: every
+    character but visible ASCII, and ", \ and %, percent-encoded as UTF-8."""
+    return urllib.parse.quote(sub, safe=PRINCIPAL_AS_IS, encoding="utf-8")
 
 
 def now_rfc3339():
@@ -242,6 +271,28 @@ def main():
         if validator.is_valid(event):
             raise Failed(f"events.schema.json accepts an event with {why}: {json.dumps(event)}")
 
+    def the_emulation_does_not_escape():
+        """pipes.py pastes a value into a JSON string as AWS does, unescaped:
+        a raw quote in updated_by breaks the rendering or adds a member. Else
+        the hostile-subject steps below could pass on an escaping emulation."""
+        pipe = pipes_by_table["ModelsTable"]
+        image = {"id": {"S": MODEL_ID}, "project_id": {"S": PROJECT_ID}, "version": {"N": "2"},
+                 "updated_at": {"S": now_rfc3339()}, "updated_fields": {"SS": ["name"]}}
+        outcomes = []
+        for raw in ['", "admin": "yes', 'a\\"b']:
+            record = {"eventName": "MODIFY", "dynamodb": {"NewImage": {**image, "updated_by": {"S": raw}}}}
+            try:
+                detail = pipe.detail(record)
+            except pipes.TemplateError:
+                outcomes.append("invalid JSON")
+                continue
+            if detail.get("updated_by") == raw and set(detail) == {"id", "project_id", "version", "updated_at",
+                                                                   "updated_by", "updated_fields"}:
+                raise Failed(f"pipes.py escaped {raw!r}; AWS's input transformers do not")
+            outcomes.append(f"members {sorted(detail)}")
+        return "; ".join(outcomes)
+    step("the pipes emulation substitutes without escaping, as AWS does", the_emulation_does_not_escape)
+
     versions = {}
     sealed = {}  # record id -> the sealed api_key (base64), as the table holds it
     caller = subject_of(os.environ["API_TOKEN"]) if os.environ.get("API_TOKEN") else None
@@ -282,7 +333,7 @@ def main():
                 if "api_key" not in body and sealed.get(record_id) not in (None, stored["B"]):
                     raise Failed("a write that did not set api_key changed the sealed value")
                 sealed[record_id] = stored["B"]
-            who = subject_of(token) if token else caller
+            who = principal_form(subject_of(token) if token else caller)
             expected = {"id": record_id, "version": version, "updated_at": envelope["data"]["updated_at"],
                         "updated_by": who, "updated_fields": [sorted(body)]}
             if project:
@@ -353,6 +404,10 @@ def main():
     step("200 on a model by another caller (updated_by is that caller)",
          updated("ModelsTable", MODEL_ID, {"provider_type": "Anthropic", "name": NAME}, project=PROJECT_ID,
                  token=project_token(PROJECT_ID, sub=f"events-test-{RUN}")))
+    for what, sub in HOSTILE_SUBJECTS:
+        step(f"200 on a model by a caller whose sub holds {what} (valid JSON, allow-listed members only)",
+             updated("ModelsTable", MODEL_ID, {"name": NAME}, project=PROJECT_ID,
+                     token=project_token(PROJECT_ID, sub=sub)))
     step("an MCP server changed outside the API (no updated_by, no updated_fields)",
          changed_outside("McpServersTable", {"project_id": {"S": PROJECT_ID}, "id": {"S": MCP_SERVER_ID}},
                          MCP_SERVER_ID, project=PROJECT_ID))

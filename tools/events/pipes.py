@@ -7,9 +7,18 @@ The input-template substitution follows AWS's documented rules for EventBridge
 Pipes input transformation: a placeholder is `<$.json.path>` (dot notation,
 array indices, into the record as the pipe receives it) or a reserved
 `<aws.pipes.*>` variable; a placeholder inside a JSON string is replaced by
-the value's text, one outside a string by the value as JSON (so a string stays
-a quoted string: a DynamoDB number, which a stream record carries as a string
-under "N", stays a string either way; a string set, "SS", is a JSON array).
+the value's text as it is, one outside a string by the value as JSON (so a
+string stays a quoted string: a DynamoDB number, which a stream record carries
+as a string under "N", stays a string either way; a string set, "SS", is a
+JSON array).
+
+The text placed inside a string is not escaped: AWS documents that input
+transformers substitute values without escaping them (a reserved variable
+holding JSON "is not escaped"), so a `"` or `\` in a value ends the string
+early or starts an escape, and the rendered text may be invalid JSON or hold
+members the template never wrote. This emulation does exactly that, so a
+value that needs escaping shows up here as it would on AWS: as a rendering
+that fails to parse, or as a detail with members outside the allow-list.
 
 A path the record lacks renders as nothing: "If you specify a variable to
 match a JSON path that doesn't exist in the event, that variable isn't
@@ -241,11 +250,11 @@ def render(template, record, reserved=None):
 
 
 def inside_string(name, value):
-    """A value placed inside a JSON string: its text, escaped for JSON."""
+    """A value placed inside a JSON string: its text as it is, unescaped, as
+    AWS's input transformers place it (plain substitution)."""
     if isinstance(value, (dict, list)):
         raise TemplateError(f"<{name}> is an object or array, and sits inside a JSON string")
-    text = value if isinstance(value, str) else json.dumps(value)
-    return json.dumps(text)[1:-1]
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 # --- Stream records ---

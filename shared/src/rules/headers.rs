@@ -32,14 +32,20 @@ pub const FORBIDDEN_NAMES: [&str; 11] = [
     "http2-settings",
 ];
 /// Header names that exist only to unlock a cloud metadata service: GCE's
-/// `Metadata-Flavor: Google`, Azure IMDS's `Metadata: true`, and EC2
-/// IMDSv2's session token and its TTL. A stored one helps an agent that is
-/// pointed at a metadata service read it.
-pub const METADATA_HEADERS: [&str; 4] = [
+/// `Metadata-Flavor: Google` and its legacy `X-Google-Metadata-Request:
+/// True`, Azure IMDS's `Metadata: true`, EC2 IMDSv2's session token and its
+/// TTL, and Alibaba Cloud ECS's hardened-mode token and its TTL. A stored
+/// one helps an agent that is pointed at a metadata service read it. Each
+/// cloud's own metadata-service documentation names the header its
+/// service demands; a new one joins this list.
+pub const METADATA_HEADERS: [&str; 7] = [
     "metadata-flavor",
     "metadata",
+    "x-google-metadata-request",
     "x-aws-ec2-metadata-token",
     "x-aws-ec2-metadata-token-ttl-seconds",
+    "x-aliyun-ecs-metadata-token",
+    "x-aliyun-ecs-metadata-token-ttl-seconds",
 ];
 /// Every name with this prefix (any case) is the client's too.
 pub const FORBIDDEN_PREFIX: &str = "proxy-";
@@ -49,16 +55,28 @@ fn is_token_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
+/// The name a server may read `name` as: letter case ignored, and `_`
+/// read as `-`, since CGI, WSGI and the servers built on them map both to
+/// the same variable (`X_Api_Key` and `X-Api-Key` are both
+/// `HTTP_X_API_KEY`). Two names with the same reading are one header, and
+/// a refused name is refused in every spelling of it.
+fn reading(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '_' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
 /// Whether the HTTP client must own a header of this name, or it unlocks a
-/// metadata service.
+/// metadata service, in any letter case and with `_` read as `-`.
 pub fn is_forbidden_name(name: &str) -> bool {
-    FORBIDDEN_NAMES
-        .iter()
-        .chain(&METADATA_HEADERS)
-        .any(|forbidden| name.eq_ignore_ascii_case(forbidden))
-        || name
-            .get(..FORBIDDEN_PREFIX.len())
-            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORBIDDEN_PREFIX))
+    forbidden_reading(&reading(name))
+}
+
+fn forbidden_reading(read: &str) -> bool {
+    FORBIDDEN_NAMES.contains(&read) || METADATA_HEADERS.contains(&read) || read.starts_with(FORBIDDEN_PREFIX)
 }
 
 pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
@@ -87,27 +105,29 @@ pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
         field.push('.');
         field.push_str(name);
         let length = name.chars().count();
+        let read = reading(name);
         if length == 0 || length > MAX_HEADER_NAME_CHARS || !name.chars().all(is_token_char) {
             errors.push(FieldError::new(
                 &field,
                 "invalid_name",
                 format!("header names must be HTTP tokens of 1 to {MAX_HEADER_NAME_CHARS} characters"),
             ));
-        } else if is_forbidden_name(name) {
+        } else if forbidden_reading(&read) {
             errors.push(FieldError::new(
                 &field,
                 "forbidden_name",
                 "must not be a header the HTTP client sets itself (Host, Content-Length, \
                  Transfer-Encoding, Content-Encoding, Connection, Keep-Alive, Upgrade, TE, Trailer, \
                  Expect, HTTP2-Settings, Proxy-*) nor one that unlocks a cloud metadata service \
-                 (Metadata-Flavor, Metadata, X-aws-ec2-metadata-token, \
-                 X-aws-ec2-metadata-token-ttl-seconds)",
+                 (Metadata-Flavor, Metadata, X-Google-Metadata-Request, X-aws-ec2-metadata-token, \
+                 X-aws-ec2-metadata-token-ttl-seconds, X-aliyun-ecs-metadata-token, \
+                 X-aliyun-ecs-metadata-token-ttl-seconds), in any case, with _ read as -",
             ));
-        } else if !seen.insert(name.to_ascii_lowercase()) {
+        } else if !seen.insert(read) {
             errors.push(FieldError::new(
                 &field,
                 "duplicate_name",
-                "header names must be unique regardless of letter case",
+                "header names must be unique regardless of letter case, with _ read as -",
             ));
         }
         match header_value.as_str() {
@@ -289,6 +309,101 @@ mod tests {
                 "{allowed}"
             );
         }
+    }
+
+    /// Every spelling of `name` a CGI-style server reads as it: each `-`
+    /// as `-` or `_`, each letter in either case (both patterns cycled by
+    /// `variant` so a handful of variants cover each position both ways).
+    fn spellings(name: &str) -> Vec<String> {
+        (0..8usize)
+            .map(|variant| {
+                name.chars()
+                    .enumerate()
+                    .map(|(i, c)| match (c, (i + variant) % 3, variant % 2) {
+                        ('-', 0, _) | ('-', _, 1) => '_',
+                        (c, 1, _) => c.to_ascii_uppercase(),
+                        (c, _, _) => c.to_ascii_lowercase(),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn refused_names_are_refused_in_every_spelling_with_underscores() {
+        let refused = super::FORBIDDEN_NAMES
+            .iter()
+            .chain(&super::METADATA_HEADERS)
+            .map(|name| name.to_string())
+            .chain(["proxy-authorization".to_string(), "proxy-".to_string()]);
+        for name in refused {
+            for spelling in spellings(&name) {
+                assert_eq!(
+                    problems(Rule::Headers, json!({spelling.as_str(): "v"})),
+                    [(format!("headers.{spelling}"), "forbidden_name")],
+                    "{spelling}"
+                );
+            }
+        }
+        for name in [
+            "X-Google-Metadata-Request",
+            "X-aliyun-ecs-metadata-token",
+            "X-aliyun-ecs-metadata-token-ttl-seconds",
+            "Metadata_Flavor",
+            "X_aws_ec2_metadata_token",
+            "Content_Length",
+            "Transfer_Encoding",
+            "Proxy_Authorization",
+            "proxy_",
+        ] {
+            assert_eq!(
+                codes(Rule::Headers, json!({name: "v"})),
+                ["forbidden_name"],
+                "{name}"
+            );
+        }
+        // Underscores anywhere else are ordinary token characters.
+        for allowed in [
+            "X_Api_Key",
+            "my_header",
+            "_",
+            "Proxy",
+            "Metadata_Flavour",
+            "X_Proxy_Id",
+        ] {
+            assert!(
+                codes(Rule::Headers, json!({allowed: "v"})).is_empty(),
+                "{allowed}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_equal_with_underscores_read_as_hyphens_are_duplicates() {
+        assert_eq!(
+            problems(Rule::Headers, json!({"X-Api-Key": "a", "X_Api_Key": "b"})),
+            [("headers.X_Api_Key".to_string(), "duplicate_name")]
+        );
+        for name in ["x-api-key", "A-B-C-D", "trace-id", "a-", "-b"] {
+            let variants = spellings(name);
+            for (i, first) in variants.iter().enumerate() {
+                for second in &variants[i + 1..] {
+                    if first == second {
+                        continue;
+                    }
+                    let found = codes(Rule::Headers, json!({first.as_str(): "a", second.as_str(): "b"}));
+                    assert_eq!(found, ["duplicate_name"], "{first} {second}");
+                }
+            }
+        }
+        // Other characters are not folded: these are distinct names.
+        assert!(
+            codes(
+                Rule::Headers,
+                json!({"X-Key": "a", "X.Key": "b", "XKey": "c", "X--Key": "d"})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

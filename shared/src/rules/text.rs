@@ -3,6 +3,7 @@
 
 use icu_properties::props::{
     BidiControl, DefaultIgnorableCodePoint, GeneralCategory, GeneralCategoryGroup, NoncharacterCodePoint,
+    PrependedConcatenationMark,
 };
 use icu_properties::{CodePointMapData, CodePointSetData};
 use serde_json::Value;
@@ -49,15 +50,27 @@ pub fn is_noncharacter(c: char) -> bool {
     CodePointSetData::new::<NoncharacterCodePoint>().contains(c)
 }
 
-/// Whether `c` shows nothing on its own: whitespace, a default-ignorable
-/// code point (zero-width characters, the Hangul fillers, variation
-/// selectors, tags), a combining mark (which only decorates another
-/// character), or an invisible filler such as U+2800.
-pub fn is_invisible(c: char) -> bool {
-    c.is_whitespace()
-        || CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
-        || GeneralCategoryGroup::Mark.contains(CodePointMapData::<GeneralCategory>::new().get(c))
-        || INVISIBLE_FILLERS.contains(&c)
+/// Whether `c` shows something on its own: it is assigned, not a
+/// control character (refused in text anyway), not whitespace, not a format character (General_Category Cf) unless it is a
+/// prepended concatenation mark (U+0600 ARABIC NUMBER SIGN and its kin,
+/// which draw a sign spanning the digits after them), not a
+/// default-ignorable code point (zero-width characters, the Hangul
+/// fillers, variation selectors, tags), not a combining mark (which only
+/// decorates another character), and not an invisible filler such as
+/// U+2800. Format characters are judged by their category rather than by
+/// Default_Ignorable_Code_Point alone, because some (the interlinear
+/// annotation controls U+FFF9 to U+FFFB, the Egyptian hieroglyph format
+/// controls) are not default-ignorable yet draw nothing; an unassigned
+/// code point has no glyph in any font.
+pub fn is_visible(c: char) -> bool {
+    let category = CodePointMapData::<GeneralCategory>::new().get(c);
+    !matches!(category, GeneralCategory::Unassigned | GeneralCategory::Control)
+        && !c.is_whitespace()
+        && (category != GeneralCategory::Format
+            || CodePointSetData::new::<PrependedConcatenationMark>().contains(c))
+        && !CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
+        && !GeneralCategoryGroup::Mark.contains(category)
+        && !INVISIBLE_FILLERS.contains(&c)
 }
 
 /// The problem with characters no displayed text may hold besides
@@ -97,11 +110,11 @@ pub(super) fn text(path: &str, value: &Value, max: usize, errors: &mut FieldErro
         ));
     } else if let Some(problem) = hidden_character(path, text) {
         errors.push(problem);
-    } else if text.chars().all(is_invisible) {
+    } else if !text.chars().any(is_visible) {
         errors.push(FieldError::new(
             path,
             "blank",
-            "must contain a visible character (not whitespace, a zero-width or \
+            "must contain a visible character (assigned, not whitespace, a format or \
              default-ignorable character, a combining mark or an invisible filler)",
         ));
     }
@@ -194,6 +207,86 @@ mod tests {
         }
         for visible in ["a\u{200b}", "e\u{301}", "\u{2800}x", "😀", "ا", "\u{3164}한"] {
             assert!(codes(NAME, json!(visible)).is_empty(), "{visible:?}");
+        }
+    }
+
+    #[test]
+    fn format_characters_and_unassigned_code_points_are_not_visible() {
+        // Format controls that are not default-ignorable, and unassigned
+        // code points: a name of nothing else renders as nothing.
+        let mut invisible: Vec<char> = [
+            '\u{fff9}',
+            '\u{fffa}',
+            '\u{fffb}',
+            '\u{378}',
+            '\u{5ff}',
+            '\u{e0080}',
+        ]
+        .into_iter()
+        .chain(('\u{13430}'..='\u{1343f}').filter(|c| *c != '\u{13440}'))
+        .collect();
+        invisible.push('\u{2800}');
+        for c in &invisible {
+            assert_eq!(codes(NAME, json!(c.to_string())), ["blank"], "{:#x}", *c as u32);
+            assert_eq!(
+                codes(NAME, json!(format!("{c}\u{fff9} {c}"))),
+                ["blank"],
+                "{:#x}",
+                *c as u32
+            );
+            assert!(codes(NAME, json!(format!("{c}x"))).is_empty(), "{:#x}", *c as u32);
+        }
+        // Prepended concatenation marks are format characters that draw a
+        // sign of their own.
+        for c in [
+            '\u{600}',
+            '\u{601}',
+            '\u{602}',
+            '\u{603}',
+            '\u{604}',
+            '\u{605}',
+            '\u{6dd}',
+            '\u{70f}',
+            '\u{890}',
+            '\u{891}',
+            '\u{8e2}',
+            '\u{110bd}',
+            '\u{110cd}',
+        ] {
+            assert!(codes(NAME, json!(c.to_string())).is_empty(), "{:#x}", c as u32);
+        }
+    }
+
+    /// The class, over every code point: a character counts as visible
+    /// exactly when its general category is a letter, number, punctuation,
+    /// symbol, private-use or (for a prepended concatenation mark) format
+    /// one, and it is neither default-ignorable nor U+2800.
+    #[test]
+    fn visibility_follows_the_general_category_on_every_code_point() {
+        use icu_properties::props::{
+            DefaultIgnorableCodePoint, GeneralCategory, GeneralCategoryGroup, PrependedConcatenationMark,
+        };
+        use icu_properties::{CodePointMapData, CodePointSetData};
+        let category = CodePointMapData::<GeneralCategory>::new();
+        let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
+        let prepended = CodePointSetData::new::<PrependedConcatenationMark>();
+        let shown = GeneralCategoryGroup::Letter
+            .union(GeneralCategoryGroup::Number)
+            .union(GeneralCategoryGroup::Punctuation)
+            .union(GeneralCategoryGroup::Symbol)
+            .union(GeneralCategoryGroup::PrivateUse);
+        let mut counted = [0usize; 2];
+        for c in ('\0'..=char::MAX).filter(|c| !c.is_whitespace()) {
+            let gc = category.get(c);
+            let expected =
+                (shown.contains(gc) || prepended.contains(c)) && !ignorable.contains(c) && c != '\u{2800}';
+            assert_eq!(super::is_visible(c), expected, "{:#x} {gc:?}", c as u32);
+            counted[usize::from(expected)] += 1;
+        }
+        // Neither side is empty: the assertion above can fail either way.
+        assert!(counted[0] > 800_000 && counted[1] > 150_000, "{counted:?}");
+        for c in [' ', '\u{a0}', '\u{3000}', '\u{2028}', '\u{1680}'] {
+            assert!(!super::is_visible(c), "{:#x}", c as u32);
         }
     }
 

@@ -201,6 +201,45 @@ async fn a_star_beside_anything_else_grants_nothing_in_any_form() {
 }
 
 #[tokio::test]
+async fn an_entry_with_other_whitespace_or_an_invisible_character_grants_nothing_in_any_form() {
+    let (logs, _guard) = integration_tests::capture_logs();
+    for hidden in [
+        "\u{a0}", "\u{3000}", "\u{2028}", "\t", "\u{200b}", "\u{feff}", "\u{fff9}",
+    ] {
+        let mut entries = vec![format!("{hidden}*"), format!("*{hidden}")];
+        entries.extend([format!("{hidden}{PROJECT}"), format!("{PROJECT}{hidden}")]);
+        for entry in entries {
+            let json = serde_json::to_string(&[&entry]).unwrap_or_default();
+            for claim in [entry.clone(), format!("[{entry}]"), json] {
+                for route in Route::ALL {
+                    let outcome = send(
+                        route,
+                        jwt(route, PROJECT, &[("projects", &claim)]),
+                        Settings::default(),
+                    )
+                    .await;
+                    assert_forbidden(&outcome, &format!("{route:?} with claim {claim:?}"));
+                }
+            }
+        }
+    }
+    let logged = logs.text();
+    let warnings: Vec<&str> = logged
+        .lines()
+        .filter(|line| line.contains("\"level\":\"WARN\"") && line.contains("projects claim refused"))
+        .collect();
+    assert!(!warnings.is_empty(), "{logged}");
+    for line in warnings {
+        assert!(line.contains("\"claim\":\"projects\""), "{line}");
+        assert!(line.contains("invisible character"), "{line}");
+        assert!(
+            !line.contains(PROJECT),
+            "the claim's value reached a log line: {line}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn every_form_a_claim_reaches_the_function_in() {
     let upper = PROJECT.to_uppercase();
     let forms = [

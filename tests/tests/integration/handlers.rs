@@ -340,6 +340,74 @@ async fn field_problems_are_validation_failed_and_all_listed() {
     );
 }
 
+/// Header names read as a CGI-style server reads them (case ignored, `_`
+/// as `-`), every cloud's metadata-unlock header, and text that shows
+/// nothing: 400 `validation_failed` naming the field, nothing written.
+#[tokio::test]
+async fn hostile_header_names_and_invisible_text_are_validation_failed() {
+    let route = Route::McpServers;
+    for name in [
+        "X-Google-Metadata-Request",
+        "x-aliyun-ecs-metadata-token",
+        "X-ALIYUN-ECS-METADATA-TOKEN-TTL-SECONDS",
+        "Metadata_Flavor",
+        "X_aws_ec2_metadata_token",
+        "Content_Length",
+        "Transfer_Encoding",
+        "Proxy_Authorization",
+        "proxy_anything",
+    ] {
+        let found = rejected(
+            route,
+            put(route).json(&json!({"headers": {name: "v"}})),
+            400,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(
+            field_codes(&found),
+            [(format!("headers.{name}"), "forbidden_name".to_string())],
+            "{name}"
+        );
+    }
+    let found = rejected(
+        route,
+        put(route).json(&json!({"headers": {"X-Api-Key": "a", "X_Api_Key": "b"}})),
+        400,
+        "validation_failed",
+    )
+    .await;
+    assert_eq!(
+        field_codes(&found),
+        [("headers.X_Api_Key".to_string(), "duplicate_name".to_string())]
+    );
+    for invisible in [
+        "\u{fff9}\u{fffa}\u{fffb}",
+        "\u{13430}\u{1343f}",
+        "\u{378}",
+        "\u{2800}\u{3000}\u{200b}",
+    ] {
+        for (route, field) in [(Route::McpServers, "name"), (Route::Models, "model_id")] {
+            let found = rejected(
+                route,
+                put(route).json(&json!({ field: invisible })),
+                400,
+                "validation_failed",
+            )
+            .await;
+            assert_eq!(
+                field_codes(&found),
+                [(field.to_string(), "blank".to_string())],
+                "{invisible:?}"
+            );
+        }
+    }
+    // Plain underscores and a visible format character are fine.
+    let app = seeded(route);
+    let body = json!({"headers": {"X_Custom": "v"}, "name": "\u{600}1"});
+    assert_eq!(send(route, &app, put(route).json(&body)).await.status, 200);
+}
+
 #[tokio::test]
 async fn private_endpoints_follow_the_policy() {
     let app = memory_app(Policy {

@@ -322,16 +322,22 @@ fn parameters_state_their_value_rules_at_every_depth() {
     assert!(std::ptr::eq(items, value), "arrays recurse");
 }
 
-/// The header names the HTTP client owns, spelled as the case-insensitive
-/// pattern openapi.yaml excludes from `headers` names.
+/// The header names the HTTP client owns or that unlock a metadata service,
+/// spelled as the pattern openapi.yaml excludes from `headers` names (any
+/// case, `_` for `-`).
 #[test]
 fn headers_exclude_the_names_the_client_owns() {
     use agent_server_shared::rules::headers::{FORBIDDEN_NAMES, FORBIDDEN_PREFIX, METADATA_HEADERS};
+    // Any letter case, and `_` wherever the name has `-`: a server reads
+    // both as one character.
     let any_case = |name: &str| -> String {
         name.chars()
-            .map(|c| match c.is_ascii_alphabetic() {
-                true => format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase()),
-                false => c.to_string(),
+            .map(|c| match c {
+                '-' => "[-_]".to_string(),
+                c if c.is_ascii_alphabetic() => {
+                    format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+                }
+                c => c.to_string(),
             })
             .collect()
     };

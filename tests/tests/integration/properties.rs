@@ -200,3 +200,216 @@ fn the_body_strategy_reaches_acceptance() {
     );
     println!("properties: {accepted} of {total} generated bodies accepted");
 }
+
+/// Characters a projects claim's entry may not hold: whitespace other than
+/// the ASCII space that separates entries, and characters that show
+/// nothing (format controls, default-ignorable and unassigned code points,
+/// combining marks).
+const HIDDEN: [char; 30] = [
+    '\t',
+    '\n',
+    '\r',
+    '\u{b}',
+    '\u{c}',
+    '\u{85}',
+    '\u{a0}',
+    '\u{1680}',
+    '\u{2000}',
+    '\u{2007}',
+    '\u{200a}',
+    '\u{2028}',
+    '\u{2029}',
+    '\u{202f}',
+    '\u{205f}',
+    '\u{3000}',
+    '\u{200b}',
+    '\u{200c}',
+    '\u{200d}',
+    '\u{2060}',
+    '\u{feff}',
+    '\u{ad}',
+    '\u{180e}',
+    '\u{fff9}',
+    '\u{fffb}',
+    '\u{34f}',
+    '\u{e0020}',
+    '\u{13430}',
+    '\u{378}',
+    '\u{3164}',
+];
+/// The projects a generated claim may name; the requests target the first two.
+const CLAIMED: [&str; 3] = [PROJECT, OTHER_PROJECT, "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"];
+const OTHER_PROJECT: &str = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
+
+/// One entry of a claim: an id in either letter case, `*` or junk, with
+/// now and then a hidden character inserted somewhere in it.
+fn claim_entry() -> impl Strategy<Value = (String, bool)> {
+    let base = prop_oneof![
+        4 => (prop::sample::select(CLAIMED.to_vec()), any::<bool>())
+            .prop_map(|(id, upper)| if upper { id.to_uppercase() } else { id.to_string() }),
+        2 => Just("*".to_string()),
+        1 => "[0-9a-f*-]{1,8}",
+    ];
+    let hidden = prop::option::weighted(
+        0.4,
+        (
+            prop::sample::select(HIDDEN.to_vec()),
+            any::<prop::sample::Index>(),
+        ),
+    );
+    (base, hidden).prop_map(|(entry, hidden)| match hidden {
+        None => (entry, false),
+        Some((c, at)) => {
+            let mut chars: Vec<char> = entry.chars().collect();
+            chars.insert(at.index(chars.len() + 1), c);
+            (chars.into_iter().collect(), true)
+        }
+    })
+}
+
+/// The list as each form a claim reaches the function in spells it: API
+/// Gateway's rendering of an array, a JSON array string, space-separated,
+/// comma-separated, comma-and-space-separated.
+fn claim_forms(list: &[String]) -> [String; 5] {
+    [
+        format!("[{}]", list.join(" ")),
+        serde_json::to_string(list).unwrap_or_default(),
+        list.join(" "),
+        list.join(","),
+        list.join(", "),
+    ]
+}
+
+/// The status of a `PUT` by a caller with this projects claim: on a model
+/// of each of the first two claimable projects, and on an API key.
+fn claim_statuses(runtime: &tokio::runtime::Runtime, claim: &str) -> [u16; 3] {
+    let targets = [
+        (Route::Models, Some(PROJECT)),
+        (Route::Models, Some(OTHER_PROJECT)),
+        (Route::ApiKeys, None),
+    ];
+    targets.map(|(route, project)| {
+        let app = memory_app(Policy::default());
+        app.store
+            .put(route.table(), route.item(project.unwrap_or(PROJECT), ID));
+        let event = Event::put(route, ID, project)
+            .json(&route.full_body())
+            .jwt(&[("sub", "agent"), ("projects", claim)]);
+        let response = runtime.block_on(route.call(&app, event.request()));
+        let status = response.status().as_u16();
+        assert!(
+            status == 200 || status == 403,
+            "{claim:?}: {status} {}",
+            body_json(&response)
+        );
+        status
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every form of the same list grants the same, and what the contract
+    /// says: nothing if an entry holds a hidden character or `*` stands
+    /// beside anything, everything for `*` alone, else the listed ids (and
+    /// nothing if one entry is neither an id nor `*`).
+    #[test]
+    fn every_form_of_a_claim_grants_the_same(entries in prop::collection::vec(claim_entry(), 1..4)) {
+        let runtime = runtime();
+        let hidden = entries.iter().any(|(_, hidden)| *hidden);
+        let list: Vec<String> = entries.into_iter().map(|(entry, _)| entry).collect();
+        let ids: Option<Vec<String>> = list.iter().map(|entry| {
+            CLAIMED.iter().find(|id| id.eq_ignore_ascii_case(entry)).map(|id| id.to_string())
+        }).collect();
+        let granted = |project: &str| ids.as_ref().is_some_and(|ids| ids.iter().any(|id| id == project));
+        let expected = match (hidden, list.as_slice()) {
+            (true, _) => [403; 3],
+            (false, [only]) if only == "*" => [200; 3],
+            // API keys belong to no project: only `*` grants them.
+            (false, _) => [granted(PROJECT), granted(OTHER_PROJECT), false].map(|ok| if ok { 200 } else { 403 }),
+        };
+        for claim in claim_forms(&list) {
+            prop_assert_eq!(claim_statuses(&runtime, &claim), expected, "{:?} as {:?}", list, claim);
+        }
+    }
+}
+
+/// A spelling of `name` a CGI-style server reads as `name`: each letter in
+/// a chosen case, each `-` kept or written `_`.
+fn respelled(name: &str, choices: &[bool]) -> String {
+    name.chars()
+        .zip(choices.iter().cycle())
+        .map(|(c, flip)| match (c, flip) {
+            ('-', true) => '_',
+            (c, true) => c.to_ascii_uppercase(),
+            (c, false) => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// The problems a `PUT` of `headers` on an MCP server is refused for.
+fn header_problems(runtime: &tokio::runtime::Runtime, headers: Value) -> (u16, Vec<(String, String)>) {
+    let route = Route::McpServers;
+    let app = memory_app(Policy::default());
+    app.store.put(route.table(), route.item(PROJECT, ID));
+    let event = Event::put(route, ID, Some(PROJECT)).json(&serde_json::json!({ "headers": headers }));
+    let response = runtime.block_on(route.call(&app, event.request()));
+    let body = body_json(&response);
+    let fields = body["errorDetails"]["fields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let fields = fields
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap_or_default().to_string(),
+                f["code"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (response.status().as_u16(), fields)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every refused header name is refused in every spelling a server
+    /// reads as it, through the whole request path.
+    #[test]
+    fn refused_header_names_are_refused_in_every_spelling(
+        name in prop::sample::select(
+            agent_server_shared::rules::headers::FORBIDDEN_NAMES
+                .iter()
+                .chain(&agent_server_shared::rules::headers::METADATA_HEADERS)
+                .map(|n| n.to_string())
+                .chain(["proxy-authorization".to_string(), "proxy-x_y".to_string()])
+                .collect::<Vec<_>>()
+        ),
+        choices in prop::collection::vec(any::<bool>(), 1..12),
+    ) {
+        let spelling = respelled(&name, &choices);
+        let (status, fields) = header_problems(&runtime(), serde_json::json!({ spelling.clone(): "v" }));
+        prop_assert_eq!(status, 400);
+        prop_assert_eq!(fields, vec![(format!("headers.{spelling}"), "forbidden_name".to_string())]);
+    }
+
+    /// Two names a server reads as one are a duplicate, whatever their
+    /// letter case and `-`/`_` spelling; names that differ otherwise are not.
+    #[test]
+    fn header_names_equal_once_read_are_duplicates(
+        name in "[A-Za-z][A-Za-z0-9]{0,6}(-[A-Za-z0-9]{1,6}){1,3}",
+        first in prop::collection::vec(any::<bool>(), 1..12),
+        second in prop::collection::vec(any::<bool>(), 1..12),
+    ) {
+        let (one, other) = (respelled(&name, &first), respelled(&name, &second));
+        prop_assume!(one != other && !agent_server_shared::rules::headers::is_forbidden_name(&name));
+        let runtime = runtime();
+        let (status, fields) = header_problems(&runtime, serde_json::json!({ one.clone(): "a", other.clone(): "b" }));
+        let later = if one < other { &other } else { &one };
+        prop_assert_eq!(status, 400);
+        prop_assert_eq!(fields, vec![(format!("headers.{later}"), "duplicate_name".to_string())]);
+        // Either spelling alone is an ordinary name.
+        prop_assert_eq!(header_problems(&runtime, serde_json::json!({ other.clone(): "b" })).0, 200);
+    }
+}

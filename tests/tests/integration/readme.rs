@@ -105,6 +105,26 @@ fn every_settable_field_has_a_row_with_known_codes() {
     }
 }
 
+/// The `headers` row names every refused header name the code holds, so
+/// a name added to the code's lists is added to the document too.
+#[test]
+fn the_headers_row_names_every_refused_name() {
+    use agent_server_shared::rules::headers::{FORBIDDEN_NAMES, FORBIDDEN_PREFIX, METADATA_HEADERS};
+    let doc = api_doc();
+    let rows = field_rows(&doc);
+    let rule = row(&rows, "headers")[1].to_ascii_lowercase();
+    for name in FORBIDDEN_NAMES.iter().chain(&METADATA_HEADERS) {
+        assert!(
+            rule.contains(&format!("`{name}`")),
+            "{API_DOC} `headers` does not name {name}"
+        );
+    }
+    assert!(
+        rule.contains(&format!("`{FORBIDDEN_PREFIX}*`")),
+        "{API_DOC}: {FORBIDDEN_PREFIX}*"
+    );
+}
+
 #[test]
 fn the_field_rules_state_the_code_s_limits() {
     let doc = api_doc();

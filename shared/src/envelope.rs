@@ -79,6 +79,13 @@ pub fn failure(error: &ApiError, request_id: &str) -> Response {
         ApiError::PreconditionFailed { current_version } => {
             set_header(&mut response, header::ETAG, &etag(current_version))
         }
+        // RFC 5789: the patch format this API applies, whichever method was
+        // refused (a client that sent PUT may learn it can PATCH).
+        ApiError::UnsupportedMediaType(_) => set_header(
+            &mut response,
+            header::HeaderName::from_static("accept-patch"),
+            crate::request::MERGE_PATCH_TYPE,
+        ),
         _ => {}
     }
     response
@@ -197,6 +204,15 @@ mod tests {
         assert_eq!(failure(&ApiError::Unavailable, "r").headers()["retry-after"], "1");
         let stale = failure(&ApiError::PreconditionFailed { current_version: 4 }, "r");
         assert_eq!(stale.headers()["etag"], "\"4\"");
+        for unsupported in [
+            crate::error::Unsupported::NotJson,
+            crate::error::Unsupported::PatchType,
+            crate::error::Unsupported::NotMergePatch,
+            crate::error::Unsupported::Coding,
+        ] {
+            let refused = failure(&ApiError::UnsupportedMediaType(unsupported), "r");
+            assert_eq!(refused.headers()["accept-patch"], "application/merge-patch+json");
+        }
     }
 
     #[test]

@@ -178,10 +178,14 @@ impl FieldErrors {
 pub enum Unsupported {
     /// `Content-Type` names something other than JSON.
     NotJson,
-    /// `application/merge-patch+json` or `application/json-patch+json`:
-    /// JSON, but asking for RFC 7396's or RFC 6902's semantics, which this
-    /// API does not apply (its own partial update would silently differ).
+    /// On `PUT`, `application/merge-patch+json` or
+    /// `application/json-patch+json`: JSON, but asking for RFC 7396's or RFC
+    /// 6902's semantics, which `PUT` does not apply (its partial update
+    /// replaces `headers` and `parameters` whole, silently unlike a merge).
     PatchType,
+    /// On `PATCH`, anything but `application/merge-patch+json` (RFC 7396),
+    /// the one patch format this API applies; a missing type included.
+    NotMergePatch,
     /// A `Content-Encoding` other than `identity`: the body would be read
     /// as if it were not encoded.
     Coding,
@@ -193,8 +197,11 @@ impl Unsupported {
         match self {
             Self::NotJson => "Content-Type must be application/json",
             Self::PatchType => {
-                "Content-Type must be application/json: this API applies its own partial update, \
-                 not JSON Merge Patch or JSON Patch"
+                "Content-Type must be application/json: PUT applies its own partial update; \
+                 send a JSON Merge Patch with PATCH"
+            }
+            Self::NotMergePatch => {
+                "Content-Type must be application/merge-patch+json: PATCH applies JSON Merge Patch"
             }
             Self::Coding => "Content-Encoding must be identity: the body must not be compressed or encoded",
         }

@@ -102,7 +102,7 @@ async fn apply<R: Resource, S: Store>(
         None => Target::Unscoped,
     })?;
     let preconditions = request::preconditions(request)?;
-    let body = request::json_body(request)?;
+    let body = request::json_body(request, request::BodyKind::of(request))?;
     let mut set = patch::parse::<R>(&body, app.settings.policy)?;
     // Field names only: values may be secrets. The list is built only when
     // DEBUG is on (tracing evaluates fields after its level check).

@@ -340,19 +340,55 @@ fn is_identity(request: &Request) -> bool {
         })
 }
 
+/// The one patch format `PATCH` takes: RFC 7396's JSON Merge Patch.
+pub const MERGE_PATCH_TYPE: &str = "application/merge-patch+json";
+
+/// How a request's body is to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// `PUT`: the fields to set, as JSON (`Content-Type` optional).
+    Update,
+    /// `PATCH`: a JSON Merge Patch (`Content-Type` required, and only
+    /// [`MERGE_PATCH_TYPE`]).
+    MergePatch,
+}
+
+impl BodyKind {
+    /// The kind a request's method asks for: `PATCH` a merge patch, any
+    /// other an update.
+    pub fn of(request: &Request) -> Self {
+        if request.method() == lambda_http::http::Method::PATCH {
+            Self::MergePatch
+        } else {
+            Self::Update
+        }
+    }
+}
+
 /// The body as a JSON object, after the `Content-Encoding`,
-/// `Content-Type` and size checks.
-pub fn json_body(request: &Request) -> Result<Map<String, Value>, ApiError> {
+/// `Content-Type` (as `kind` takes it) and size checks.
+pub fn json_body(request: &Request, kind: BodyKind) -> Result<Map<String, Value>, ApiError> {
     if !is_identity(request) {
         return Err(ApiError::UnsupportedMediaType(Unsupported::Coding));
     }
-    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
-        let Some(text) = content_type.to_str().ok().filter(|text| is_json(text)) else {
-            return Err(ApiError::UnsupportedMediaType(Unsupported::NotJson));
-        };
-        if PATCH_TYPES.contains(&essence(text).as_str()) {
+    let content_type = request.headers().get(header::CONTENT_TYPE);
+    let json_type = match content_type {
+        None => None,
+        Some(content_type) => match content_type.to_str().ok().filter(|text| is_json(text)) {
+            Some(text) => Some(essence(text)),
+            None if kind == BodyKind::MergePatch => {
+                return Err(ApiError::UnsupportedMediaType(Unsupported::NotMergePatch));
+            }
+            None => return Err(ApiError::UnsupportedMediaType(Unsupported::NotJson)),
+        },
+    };
+    match (kind, json_type.as_deref()) {
+        (BodyKind::MergePatch, Some(MERGE_PATCH_TYPE)) => {}
+        (BodyKind::MergePatch, _) => return Err(ApiError::UnsupportedMediaType(Unsupported::NotMergePatch)),
+        (BodyKind::Update, Some(essence)) if PATCH_TYPES.contains(&essence) => {
             return Err(ApiError::UnsupportedMediaType(Unsupported::PatchType));
         }
+        (BodyKind::Update, _) => {}
     }
     let body = request.body().as_ref();
     if body.len() > MAX_BODY_BYTES {
@@ -458,11 +494,11 @@ mod tests {
             "APPLICATION/LD+JSON",
         ] {
             assert!(
-                json_body(&request(&[], &[("content-type", ok)], "{}")).is_ok(),
+                json_body(&request(&[], &[("content-type", ok)], "{}"), BodyKind::Update).is_ok(),
                 "{ok}"
             );
         }
-        assert!(json_body(&request(&[], &[], "{}")).is_ok());
+        assert!(json_body(&request(&[], &[], "{}"), BodyKind::Update).is_ok());
         for bad in [
             "text/plain",
             "application/x-www-form-urlencoded",
@@ -484,7 +520,10 @@ mod tests {
             "application/json, text/plain",
         ] {
             assert_eq!(
-                code(json_body(&request(&[], &[("content-type", bad)], "{}"))),
+                code(json_body(
+                    &request(&[], &[("content-type", bad)], "{}"),
+                    BodyKind::Update
+                )),
                 "unsupported_media_type",
                 "{bad}"
             );
@@ -493,10 +532,11 @@ mod tests {
 
     #[test]
     fn patch_types_and_codings_are_refused_with_their_reason() {
-        let refused = |headers: &[(&str, &str)]| match json_body(&request(&[], headers, "{}")) {
-            Err(ApiError::UnsupportedMediaType(reason)) => Some(reason),
-            _ => None,
-        };
+        let refused =
+            |headers: &[(&str, &str)]| match json_body(&request(&[], headers, "{}"), BodyKind::Update) {
+                Err(ApiError::UnsupportedMediaType(reason)) => Some(reason),
+                _ => None,
+            };
         for patch in [
             "application/merge-patch+json",
             "Application/Merge-Patch+JSON; charset=utf-8",
@@ -539,9 +579,12 @@ mod tests {
     fn body_size_limit() {
         let fits = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 11));
         assert_eq!(fits.len(), MAX_BODY_BYTES);
-        assert!(json_body(&request(&[], &[], &fits)).is_ok());
+        assert!(json_body(&request(&[], &[], &fits), BodyKind::Update).is_ok());
         let over = format!("{{\"name\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES - 10));
-        assert_eq!(code(json_body(&request(&[], &[], &over))), "payload_too_large");
+        assert_eq!(
+            code(json_body(&request(&[], &[], &over), BodyKind::Update)),
+            "payload_too_large"
+        );
     }
 
     fn expected_versions(request: &Request) -> Result<Option<Vec<u64>>, ApiError> {

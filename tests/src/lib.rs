@@ -582,6 +582,7 @@ pub async fn serve_local_api<S: Store + Clone + 'static>(
         app: Arc::unwrap_or_clone(app),
         authorizer: Authorizer::Open,
         functions: local_api::functions::Functions::InProcess,
+        docs: local_api::docs::Docs::default(),
     };
     serve_local_api_with(local, shutdown).await
 }

@@ -184,6 +184,7 @@ async fn a_panic_behind_the_local_api_answers_500() {
         app: app(false),
         authorizer: local_api::gateway::Authorizer::Open,
         functions: local_api::functions::Functions::InProcess,
+        docs: local_api::docs::Docs::default(),
     };
     let response = local_api::route(&local, request).await;
     assert_internal(&response, None);

@@ -14,13 +14,14 @@ type Answer<O extends Op> = {
     ? B
     : never;
 }[keyof operations[O]["responses"]];
-// API Gateway's own 401 body is not the envelope: `{message: "Unauthorized"}`.
-type Unauthorized = { message: "Unauthorized" };
-type Reply<O extends Op> = Exclude<Answer<O>, Unauthorized>;
+// API Gateway's own 401 and 429 bodies are not the envelope:
+// `{message: "Unauthorized"}`, `{message: "Too Many Requests"}`.
+type Gateway = { message: "Unauthorized" } | { message: "Too Many Requests" };
+type Reply<O extends Op> = Exclude<Answer<O>, Gateway>;
 
-// Every answer is either API Gateway's 401 or the envelope.
+// Every answer is either one of API Gateway's own or the envelope.
 export function describe(answer: Answer<"updateModel">): string {
-  if (!("error" in answer)) return `401 ${answer.message}`;
+  if (!("error" in answer)) return `${answer.message === "Unauthorized" ? 401 : 429} ${answer.message}`;
   return answer.error ? `${answer.status} ${answer.errorDetails.code}` : `${answer.status} ${answer.message}`;
 }
 

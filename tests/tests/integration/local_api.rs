@@ -116,6 +116,32 @@ async fn unknown_paths_and_methods_get_envelopes() {
 }
 
 #[tokio::test]
+async fn the_reference_paths_answer_only_reads() {
+    let server = start().await;
+    // Beside the reference's own paths, the API's 404 stands.
+    for path in ["/docs/nothing", "/docs.html", "/openapi.json"] {
+        let reply = send("GET", &format!("{}{path}", server.base), None, "").await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.body["errorDetails"]["code"], "not_found", "{path}");
+    }
+    for path in ["/docs", "/openapi.yaml"] {
+        for method in ["PUT", "POST", "DELETE", "PATCH"] {
+            let reply = send(
+                method,
+                &format!("{}{path}", server.base),
+                Some("application/json"),
+                "{}",
+            )
+            .await;
+            assert_eq!(reply.status, 405, "{method} {path}");
+            assert_eq!(reply.headers["allow"], "GET, HEAD", "{method} {path}");
+            assert_eq!(reply.body["errorDetails"]["code"], "method_not_allowed");
+            assert_eq!(reply.body["status"], 405);
+        }
+    }
+}
+
+#[tokio::test]
 async fn oversized_and_non_json_bodies_over_http() {
     let server = start().await;
     let url = format!(

@@ -49,6 +49,7 @@ async fn serve(authorizer: JwtAuthorizer) -> String {
             authorizer.issuer(ISSUER).audiences(vec![AUDIENCE.into()]),
         )),
         functions: local_api::functions::Functions::InProcess,
+        docs: local_api::docs::Docs::default(),
     };
     serve_local_api_with(local, std::future::pending::<()>()).await.0
 }

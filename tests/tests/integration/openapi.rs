@@ -189,6 +189,8 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         expected.insert("200".into());
         // API Gateway's own answer to a bad credential (the local API's too).
         expected.insert("401".into());
+        // API Gateway's own answer when its throttling limits are hit.
+        expected.insert("429".into());
         assert_eq!(keys(&operation["responses"]), expected, "{}", route.path);
         for error in returned {
             let response = resolve(&doc, &operation["responses"][error.status().to_string()]);
@@ -253,10 +255,16 @@ fn every_response_is_a_flat_envelope_pinned_to_its_status() {
             let at = format!("{} {status}", route.path);
             let response = resolve(&doc, response);
             let envelope = resolve(&doc, &response["content"]["application/json"]["schema"]);
-            if status == "401" {
-                // Not the envelope: API Gateway's body, `{"message":"Unauthorized"}`.
+            // Not the envelope: API Gateway's bodies, `{"message":"Unauthorized"}` and
+            // `{"message":"Too Many Requests"}`.
+            let gateway = match status.as_str() {
+                "401" => Some("Unauthorized"),
+                "429" => Some("Too Many Requests"),
+                _ => None,
+            };
+            if let Some(message) = gateway {
                 assert_eq!(strings(&envelope["required"]), ["message"], "{at}");
-                assert_eq!(envelope["properties"]["message"]["const"], "Unauthorized", "{at}");
+                assert_eq!(envelope["properties"]["message"]["const"], message, "{at}");
                 assert_eq!(envelope["additionalProperties"], false, "{at}");
                 continue;
             }

@@ -39,7 +39,7 @@ pub fn sample_update(round: usize) -> Update {
         expected_versions: None,
         none_match: None,
         unmodified_before: None,
-        now: agent_server_shared::handler::timestamp(),
+        now: agent_server_shared::writes::timestamp(),
         write_id: Update::new_write_id(),
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
         updated_by: Some("bench".into()),

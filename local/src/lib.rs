@@ -88,7 +88,8 @@ async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_
     else {
         return unrouted(&request, Unrouted::NoRoute, started, &request_id);
     };
-    if request.method() != lambda_http::http::Method::PUT {
+    let method = request.method().clone();
+    if !ROUTED_METHODS.contains(&method) {
         return unrouted(&request, Unrouted::Method, started, &request_id);
     }
     let projects_claim = &local.app.settings.projects_claim;
@@ -100,7 +101,7 @@ async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_
     let id = percent_encoding::percent_decode_str(id)
         .decode_utf8_lossy()
         .into_owned();
-    let route_key = format!("PUT {}", route.template());
+    let route_key = format!("{method} {}", route.template());
     let event = event::of_request(
         &request,
         event::Gateway {
@@ -150,8 +151,12 @@ pub enum Unrouted {
     TooLarge,
 }
 
+/// The methods each route accepts: `PUT` (a partial update) and `PATCH` (a
+/// JSON Merge Patch), both served by the record kind's one function.
+pub const ROUTED_METHODS: [lambda_http::http::Method; 2] =
+    [lambda_http::http::Method::PUT, lambda_http::http::Method::PATCH];
 /// The methods the routes accept, for `Allow` on a 405.
-pub const ALLOWED_METHODS: &str = "PUT";
+pub const ALLOWED_METHODS: &str = "PUT, PATCH";
 
 impl Unrouted {
     /// The envelope of this answer.
@@ -301,7 +306,7 @@ mod tests {
         assert_eq!(not_found.status(), 404);
         let method = Unrouted::Method.response("r");
         assert_eq!(method.status(), 405);
-        assert_eq!(method.headers()["allow"], "PUT");
+        assert_eq!(method.headers()["allow"], "PUT, PATCH");
         let body: serde_json::Value = serde_json::from_slice(method.body().as_ref()).unwrap_or_default();
         assert_eq!(body["errorDetails"]["code"], "method_not_allowed");
         assert_eq!(body["status"], 405);

@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{SecondsFormat, Utc};
 use tracing::Instrument;
 
 use crate::app::App;
@@ -11,13 +10,14 @@ use crate::auth::{Caller, Target};
 use crate::budget::Budget;
 use crate::envelope;
 use crate::error::ApiError;
-use crate::item::{self, Item};
+use crate::item;
+use crate::merge;
 use crate::metrics::{self, Calls, Measurement};
 use crate::patch;
-use crate::records::{Resource, Sealing};
+use crate::records::Resource;
 use crate::request;
-use crate::seal::{self, DataKey, SealError, Sealed};
-use crate::store::{ExpectedKey, Key, Store, StoreError, Update};
+use crate::store::{Key, Store};
+use crate::writes;
 use crate::{Request, Response};
 use lambda_http::RequestExt;
 
@@ -102,51 +102,35 @@ async fn apply<R: Resource, S: Store>(
         None => Target::Unscoped,
     })?;
     let preconditions = request::preconditions(request)?;
-    let body = request::json_body(request, request::BodyKind::of(request))?;
-    let mut set = patch::parse::<R>(&body, app.settings.policy)?;
-    // Field names only: values may be secrets. The list is built only when
-    // DEBUG is on (tracing evaluates fields after its level check).
-    tracing::debug!(
-        route = R::ROUTE,
-        fields = ?set.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
-        "writing"
-    );
+    let kind = request::BodyKind::of(request);
+    let body = request::json_body(request, kind)?;
     // Every AWS call shares one budget, bounded by the invocation's
     // deadline; nothing reaches the table unless every secret was sealed.
-    let budget = Budget::start(request.lambda_context_ref().and_then(Budget::deadline_of));
-    // A constant per record kind: the functions whose records seal nothing
-    // never reach the KMS client, so their binaries do not carry it.
-    let sealed = if R::SEALS {
-        let started = Instant::now();
-        let sealed =
-            seal::seal_request(app.sealer.as_ref(), R::FIELDS, &key, &mut set, budget.remaining()).await;
-        // Time in KMS, if it was called: a value sealed, or KMS's own
-        // failure (not a missing sealer).
-        if matches!(
-            &sealed,
-            Ok(Sealed { called_kms: true, .. }) | Err(SealError::Unavailable(_) | SealError::Refused(_))
-        ) {
-            seen.calls.kms = Some(started.elapsed());
-        }
-        sealed.map_err(|error| sealing_failed(R::ROUTE, error))?
-    } else {
-        Sealed::default()
-    };
-    let update = Update {
-        table: R::TABLE,
+    let context = writes::Context {
         key,
-        set,
-        expected_versions: preconditions.if_match,
-        none_match: preconditions.if_none_match,
-        unmodified_before: preconditions.unmodified_before,
-        now: timestamp(),
-        write_id: Update::new_write_id(),
-        fields: R::FIELDS,
-        updated_by: caller.principal.clone(),
-        budget: budget.remaining(),
-        data_key: sealed.key_use,
+        preconditions,
+        principal: caller.principal.clone(),
+        budget: Budget::start(request.lambda_context_ref().and_then(Budget::deadline_of)),
     };
-    let item = write::<R, S>(app, update, sealed.data_key, budget, seen).await?;
+    let item = match kind {
+        request::BodyKind::Update => {
+            let set = patch::parse::<R>(&body, app.settings.policy)?;
+            log_fields::<R>(set.iter().map(|(name, _)| *name));
+            writes::put::<R, S>(app, &context, set, Vec::new(), &mut seen.calls).await?
+        }
+        request::BodyKind::MergePatch => {
+            let patch = merge::parse::<R>(&body, app.settings.policy)?;
+            log_fields::<R>(patch.fields());
+            // A patch that merges no object is the partial update a PUT
+            // makes (its nulls remove): no read is needed.
+            match patch.as_update() {
+                Some((set, remove)) => {
+                    writes::put::<R, S>(app, &context, set, remove, &mut seen.calls).await?
+                }
+                None => writes::merge::<R, S>(app, &context, &patch, &mut seen.calls).await?,
+            }
+        }
+    };
     let written = item::string(&item, "updated_at").ok().flatten();
     let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written)));
     stored.map_err(|error| {
@@ -155,130 +139,11 @@ async fn apply<R: Resource, S: Store>(
     })
 }
 
-/// Writes `update` and returns the item as written, its sealed values open
-/// (with `data_key`, the key the request sealed them under, if any).
-///
-/// A record whose sealed values the request does not replace is shown
-/// with them opened, which takes its data key: the first try expects none
-/// (a record with no sealed values is one `UpdateItem`, no KMS call); if
-/// the record has one, the refused try returned it, KMS opens it (the
-/// request's one KMS call) and the second try expects exactly that key, so
-/// the values returned are the ones it opens. A key replaced in between is
-/// a 409: opening another would be a second KMS call.
-async fn write<R: Resource, S: Store>(
-    app: &App<S>,
-    mut update: Update,
-    mut data_key: Option<DataKey>,
-    budget: Budget,
-    seen: &mut Seen,
-) -> Result<Item, ApiError> {
-    let key = update.key.clone();
-    loop {
-        let may_open = data_key.is_none()
-            && update
-                .data_key
-                .as_ref()
-                .is_some_and(|key_use| key_use.expected == ExpectedKey::Absent);
-        let retry = may_open.then(|| update.clone());
-        let started = Instant::now();
-        let written = app.store.update(update).await;
-        seen.calls.dynamodb = Some(seen.calls.dynamodb.unwrap_or_default() + started.elapsed());
-        match written {
-            Ok(mut item) => {
-                seal::open_item(R::FIELDS, &key, &mut item, data_key.as_ref()).map_err(|error| {
-                    tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
-                    ApiError::Internal
-                })?;
-                return Ok(item);
-            }
-            Err(StoreError::DataKeyChanged(stored)) => {
-                let (Some(mut retry), Some(attribute)) = (retry, update_key_attribute::<R>()) else {
-                    tracing::warn!(
-                        route = R::ROUTE,
-                        "the record's data key changed during the update"
-                    );
-                    return Err(ApiError::Conflict);
-                };
-                let started = Instant::now();
-                let opened = seal::open_stored_key(
-                    app.sealer.as_ref(),
-                    attribute.0,
-                    attribute.1,
-                    &key,
-                    &stored,
-                    budget.remaining(),
-                )
-                .await;
-                seen.calls.kms = Some(started.elapsed());
-                let opened = opened.map_err(|error| sealing_failed(R::ROUTE, error))?;
-                let Some(opened) = opened else {
-                    tracing::error!(route = R::ROUTE, "stored data key is not binary: nothing written");
-                    return Err(ApiError::Internal);
-                };
-                if let Some(key_use) = &mut retry.data_key {
-                    key_use.expected = ExpectedKey::Is(opened.sealed().to_vec());
-                }
-                retry.budget = budget.remaining();
-                data_key = Some(opened);
-                update = retry;
-            }
-            Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
-        }
-    }
-}
-
-/// The field of `R` whose values are sealed under a data key, and the
-/// attribute holding that key.
-fn update_key_attribute<R: Resource>() -> Option<(&'static str, &'static str)> {
-    R::FIELDS.iter().find_map(|field| match field.sealing() {
-        Some(Sealing::Values { key }) => Some((field.name, key)),
-        _ => None,
-    })
-}
-
-/// The answer to a write the store refused, with the log line that explains
-/// a 5xx.
-fn store_failed(route: &str, noun: &'static str, error: StoreError) -> ApiError {
-    match error {
-        StoreError::NotFound => ApiError::NotFound(noun),
-        StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
-            current_version: current,
-        },
-        StoreError::DataKeyChanged(_) => ApiError::Conflict,
-        StoreError::Unavailable(reason) => {
-            tracing::warn!(route, %reason, "database unavailable");
-            ApiError::Unavailable
-        }
-        StoreError::Unreadable(reason) => {
-            tracing::error!(route, %reason, "stored item left unchanged: it is not one this service wrote");
-            ApiError::Internal
-        }
-        StoreError::Internal(reason) => {
-            tracing::error!(route, %reason, "database error");
-            ApiError::Internal
-        }
-    }
-}
-
-/// The answer to a secret that could not be sealed or opened, with the one
-/// log line that explains it: the KMS code, never the key material or the
-/// value.
-fn sealing_failed(route: &str, error: SealError) -> ApiError {
-    match error {
-        SealError::Unavailable(reason) => {
-            tracing::warn!(route, %reason, "KMS unavailable: nothing written");
-            ApiError::Unavailable
-        }
-        SealError::Refused(_) | SealError::NotConfigured => {
-            tracing::error!(route, %error, "sealing or opening a secret failed: nothing written");
-            ApiError::Internal
-        }
-    }
-}
-
-/// Now, as stored: RFC 3339, UTC, millisecond precision, `Z` suffix.
-pub fn timestamp() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+/// The DEBUG line naming the fields a request writes: names only, values may
+/// be secrets. Built only when DEBUG is on (tracing evaluates fields after
+/// its level check).
+fn log_fields<R: Resource>(fields: impl Iterator<Item = &'static str>) {
+    tracing::debug!(route = R::ROUTE, fields = ?fields.collect::<Vec<_>>(), "writing");
 }
 
 /// What the access log says of one request.
@@ -330,8 +195,6 @@ pub fn access_log(entry: &AccessEntry<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::timestamp;
-
     #[test]
     fn routes_are_logged_as_visible_ascii() {
         let logged = |route| crate::logging::escaped(route, super::MAX_LOGGED_ROUTE_CHARS);
@@ -343,14 +206,5 @@ mod tests {
             logged("/a\u{202e}b\nc d%0A\"\\"),
             "/a%E2%80%AEb%0Ac%20d%250A%22%5C"
         );
-    }
-
-    #[test]
-    fn timestamps_have_milliseconds_and_z() {
-        let now = timestamp();
-        assert_eq!(now.len(), "2026-11-21T14:55:00.123Z".len(), "{now}");
-        assert!(now.ends_with('Z'));
-        assert_eq!(&now[19..20], ".");
-        assert!(chrono::DateTime::parse_from_rfc3339(&now).is_ok());
     }
 }

@@ -19,6 +19,7 @@ pub mod item;
 pub mod json;
 pub mod lambda;
 pub mod logging;
+pub mod merge;
 pub mod metrics;
 pub mod number;
 pub mod patch;
@@ -28,6 +29,7 @@ pub mod request;
 pub mod rules;
 pub mod seal;
 pub mod store;
+pub mod writes;
 
 pub use app::App;
 pub use config::Settings;

@@ -700,4 +700,13 @@ impl Store for Failing {
     ) -> Result<agent_server_shared::item::Item, agent_server_shared::store::StoreError> {
         Err(self.0.clone())
     }
+
+    async fn read(
+        &self,
+        _: agent_server_shared::Table,
+        _: &agent_server_shared::store::Key,
+        _: Duration,
+    ) -> Result<Option<agent_server_shared::item::Item>, agent_server_shared::store::StoreError> {
+        Err(self.0.clone())
+    }
 }

@@ -28,6 +28,15 @@ impl Store for Panicking {
         }
         panic!("store exploded");
     }
+
+    async fn read(
+        &self,
+        _: agent_server_shared::Table,
+        _: &agent_server_shared::store::Key,
+        _: std::time::Duration,
+    ) -> Result<Option<Item>, StoreError> {
+        panic!("store exploded");
+    }
 }
 
 fn app(formatted: bool) -> App<Panicking> {

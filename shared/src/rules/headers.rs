@@ -69,6 +69,12 @@ fn reading(name: &str) -> String {
         .collect()
 }
 
+/// Whether `a` and `b` name the same header (the same [`reading`]): what a
+/// merge patch's member replaces or removes.
+pub fn same_header(a: &str, b: &str) -> bool {
+    a.len() == b.len() && reading(a) == reading(b)
+}
+
 /// Whether the HTTP client must own a header of this name, or it unlocks a
 /// metadata service, in any letter case and with `_` read as `-`.
 pub fn is_forbidden_name(name: &str) -> bool {

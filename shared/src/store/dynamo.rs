@@ -1,10 +1,12 @@
 //! The DynamoDB store: one `UpdateItem` per update.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
@@ -16,7 +18,7 @@ use super::{
 };
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, Kind, MAX_VERSION};
-use crate::store::TableNames;
+use crate::store::{Key, Table, TableNames};
 /// Stores records in DynamoDB tables.
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
@@ -101,13 +103,17 @@ impl Expression {
         assignments.push("#updated_fields = :fields_set".into());
         // A write by a caller with no principal must not leave the last
         // caller's name on the record.
-        let mut removals = Vec::new();
+        let mut removals: Vec<String> = Vec::new();
+        for (index, name) in update.remove.iter().enumerate() {
+            names.insert(format!("#x{index}"), (*name).to_string());
+            removals.push(format!("#x{index}"));
+        }
         match update.updated_by {
             Some(principal) => {
                 values.insert(":caller".into(), AttributeValue::S(principal));
                 assignments.push("#updated_by = :caller".into());
             }
-            None => removals.push("#updated_by"),
+            None => removals.push("#updated_by".into()),
         }
         let mut key_condition = String::new();
         if let Some(data_key) = update.data_key {
@@ -126,7 +132,7 @@ impl Expression {
                     values.insert(":new_data_key".into(), AttributeValue::B(Blob::new(sealed)));
                     assignments.push("#data_key = :new_data_key".into());
                 }
-                KeyWrite::Remove => removals.push("#data_key"),
+                KeyWrite::Remove => removals.push("#data_key".into()),
             }
         }
 
@@ -205,6 +211,41 @@ impl Expression {
 }
 
 impl Store for DynamoStore {
+    async fn read(&self, table: Table, key: &Key, budget: Duration) -> Result<Option<Item>, StoreError> {
+        if budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        let output = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(table))
+            .set_key(Some(key.attributes()))
+            .consistent_read(true)
+            .customize()
+            .config_override(
+                aws_sdk_dynamodb::config::Builder::new().timeout_config(budget::timeout_config(budget)),
+            )
+            .send()
+            .await;
+        match output {
+            Ok(output) => Ok(output.item),
+            Err(error) => Err(
+                match budget::failure(&error, |error| {
+                    matches!(
+                        error,
+                        GetItemError::ProvisionedThroughputExceededException(_)
+                            | GetItemError::RequestLimitExceeded(_)
+                            | GetItemError::ThrottlingException(_)
+                            | GetItemError::InternalServerError(_)
+                    )
+                }) {
+                    Failure::Unavailable(reason) => StoreError::Unavailable(reason),
+                    Failure::Refused(reason) => StoreError::Internal(reason),
+                },
+            ),
+        }
+    }
+
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         let kept = update.kept();
         let table = self.tables.name(update.table);

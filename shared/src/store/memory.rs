@@ -44,7 +44,7 @@ impl MemoryStore {
         self.lock().get(&(table, key.clone())).cloned()
     }
 
-    /// How many updates were attempted.
+    /// How many calls (updates and reads) were made.
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
@@ -78,6 +78,19 @@ fn next_version(version: Option<&AttributeValue>) -> Option<String> {
 }
 
 impl Store for MemoryStore {
+    async fn read(
+        &self,
+        table: Table,
+        key: &Key,
+        budget: std::time::Duration,
+    ) -> Result<Option<Item>, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        Ok(self.get(table, key))
+    }
+
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if update.budget.is_zero() {
@@ -104,6 +117,9 @@ impl Store for MemoryStore {
         };
         for (name, value) in update.set {
             stored.insert(name.to_string(), value);
+        }
+        for name in update.remove {
+            stored.remove(name);
         }
         stored.insert("updated_at".into(), AttributeValue::S(update.now));
         stored.insert("version".into(), AttributeValue::N(next));

@@ -123,6 +123,9 @@ pub struct Update {
     pub key: Key,
     /// The attributes to set; every other attribute keeps its value.
     pub set: Vec<(&'static str, AttributeValue)>,
+    /// The fields to remove (a merge patch's `null` on a field a record
+    /// may lack).
+    pub remove: Vec<&'static str>,
     /// `Some(versions)`: write only if the stored `version` (absent counts
     /// as 0) is one of `versions`; an empty list never matches (If-Match).
     pub expected_versions: Option<Vec<u64>>,
@@ -240,10 +243,19 @@ impl Update {
         uuid::Uuid::new_v4().to_string()
     }
 
-    /// The names of the fields this write sets, as stored in
+    /// The names of the fields this write sets or removes, as stored in
     /// [`UPDATED_FIELDS`]: never a value.
     pub fn set_names(&self) -> Vec<String> {
-        self.set.iter().map(|(name, _)| (*name).to_owned()).collect()
+        let mut names: Vec<String> = self
+            .set
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(self.remove.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// This update without its values (each set attribute NULL): what
@@ -258,6 +270,7 @@ impl Update {
                 .iter()
                 .map(|(name, _)| (*name, AttributeValue::Null(true)))
                 .collect(),
+            remove: self.remove.clone(),
             expected_versions: self.expected_versions.clone(),
             none_match: self.none_match.clone(),
             unmodified_before: self.unmodified_before.clone(),
@@ -278,6 +291,7 @@ impl Update {
             .iter()
             .filter(|field| field.is_kept_and_shown())
             .filter(|field| !self.set.iter().any(|(set, _)| *set == field.name))
+            .filter(|field| !self.remove.contains(&field.name))
             .map(|field| (field.name, field.kind))
             .collect()
     }
@@ -364,15 +378,34 @@ impl Update {
     }
 }
 
-/// Applies partial updates to existing records.
+/// Reads records and applies partial updates to existing ones.
 pub trait Store: Send + Sync {
     /// Applies `update` in one conditional write and returns the whole new
     /// item. Also sets `updated_at` and increments `version`.
     fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send;
+
+    /// The item with `key` in `table` as it is now (a strongly consistent
+    /// read, one call), or `None`; within `budget`. What a merge patch is
+    /// applied to.
+    fn read(
+        &self,
+        table: Table,
+        key: &Key,
+        budget: Duration,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send;
 }
 
 impl<S: Store> Store for &S {
     fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send {
         (**self).update(update)
+    }
+
+    fn read(
+        &self,
+        table: Table,
+        key: &Key,
+        budget: Duration,
+    ) -> impl Future<Output = Result<Option<Item>, StoreError>> + Send {
+        (**self).read(table, key, budget)
     }
 }

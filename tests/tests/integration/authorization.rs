@@ -376,7 +376,8 @@ async fn the_key_is_judged_then_the_identity_then_the_rest() {
         // Whatever else is wrong with the request, a caller without a grant
         // (a token for another project, or no authorizer context) hears 403.
         let big = format!(r#"{{"name": "{}"}}"#, "x".repeat(70_000));
-        let wrong: [(&str, Box<dyn Fn(Event) -> Event>); 9] = [
+        type Breaks<'a> = Box<dyn Fn(Event) -> Event + 'a>;
+        let wrong: [(&str, Breaks<'_>); 9] = [
             ("empty", Box::new(|event: Event| event.body("{}"))),
             (
                 "unknown",

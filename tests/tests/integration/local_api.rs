@@ -106,11 +106,11 @@ async fn unknown_paths_and_methods_get_envelopes() {
         assert_eq!(reply.body["errorDetails"]["code"], "not_found");
         assert_eq!(reply.body["status"], 404);
     }
-    for method in ["GET", "POST", "DELETE", "PATCH"] {
+    for method in ["GET", "POST", "DELETE", "OPTIONS"] {
         let url = format!("{}/api/agent-server/api-keys/{id}", server.base);
         let reply = send(method, &url, None, "").await;
         assert_eq!(reply.status, 405, "{method}");
-        assert_eq!(reply.headers["allow"], "PUT");
+        assert_eq!(reply.headers["allow"], "PUT, PATCH");
         assert_eq!(reply.body["errorDetails"]["code"], "method_not_allowed");
     }
 }

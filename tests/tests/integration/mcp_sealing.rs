@@ -403,6 +403,15 @@ struct Racing {
 }
 
 impl Store for Racing {
+    async fn read(
+        &self,
+        table: Table,
+        key: &Key,
+        budget: std::time::Duration,
+    ) -> Result<Option<Item>, StoreError> {
+        self.inner.read(table, key, budget).await
+    }
+
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         let key = update.key.clone();
         let outcome = self.inner.update(update).await;
@@ -411,6 +420,7 @@ impl Store for Racing {
                 table: Table::McpServers,
                 key,
                 set: vec![("headers", AttributeValue::M(Default::default()))],
+                remove: Vec::new(),
                 expected_versions: None,
                 none_match: None,
                 unmodified_before: None,

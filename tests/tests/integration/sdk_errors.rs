@@ -78,6 +78,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
             ("name", AttributeValue::S("n".into())),
             ("parameters", AttributeValue::M(Default::default())),
         ],
+        remove: Vec::new(),
         expected_versions,
         none_match: None,
         unmodified_before: None,

@@ -35,6 +35,15 @@ impl Store for Dynamo {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         self.store.update(update).await
     }
+
+    async fn read(
+        &self,
+        table: Table,
+        key: &Key,
+        budget: std::time::Duration,
+    ) -> Result<Option<Item>, StoreError> {
+        self.store.read(table, key, budget).await
+    }
 }
 
 impl Backend for Dynamo {
@@ -74,6 +83,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         table: route.table(),
         key,
         set,
+        remove: Vec::new(),
         expected_versions: None,
         none_match: None,
         unmodified_before: None,
@@ -726,6 +736,63 @@ async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
     assert_eq!(backend.get(route.table(), &key).await, Some(removed));
 }
 
+/// A read is the item as stored, or none; a write may remove fields, which
+/// `updated_fields` then names with the ones it set.
+async fn reads_and_removals<B: Backend>(backend: &B) {
+    let budget = agent_server_shared::budget::TIME_BUDGET;
+    for route in [Route::McpServers, Route::Models] {
+        let (project, id) = (new_id(), new_id());
+        let key = key(route, &project, &id);
+        assert_eq!(
+            backend.read(route.table(), &key, budget).await,
+            Ok(None),
+            "{route:?}"
+        );
+        backend.put(route.table(), route.item(&project, &id)).await;
+        let read = backend.read(route.table(), &key, budget).await;
+        assert_eq!(
+            read.as_ref().ok().cloned().flatten(),
+            backend.get(route.table(), &key).await
+        );
+        // Another project's key reads nothing.
+        let elsewhere = self::key(route, &new_id(), &id);
+        assert_eq!(backend.read(route.table(), &elsewhere, budget).await, Ok(None));
+        let map = if route == Route::McpServers {
+            "headers"
+        } else {
+            "parameters"
+        };
+        let removal = Update {
+            remove: vec![map],
+            ..update(
+                route,
+                key.clone(),
+                vec![("name", AttributeValue::S("kept".into()))],
+            )
+        };
+        let written = backend
+            .update(removal)
+            .await
+            .unwrap_or_else(|e| panic!("{route:?}: {e}"));
+        assert_eq!(written.get(map), None, "{route:?}");
+        assert_eq!(written.get("name"), Some(&AttributeValue::S("kept".into())));
+        assert_eq!(
+            written.get("updated_fields"),
+            Some(&AttributeValue::Ss(
+                vec![map.to_string(), "name".to_string()]
+                    .into_iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            ))
+        );
+        assert_eq!(backend.get(route.table(), &key).await, Some(written));
+        // No budget left: no call, unavailable.
+        let refused = backend.read(route.table(), &key, std::time::Duration::ZERO).await;
+        assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");
+    }
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory_store {
@@ -744,6 +811,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    reads_and_removals,
     the_data_key_guards_the_write,
     other_preconditions_guard_the_write,
     who_and_which_fields_are_stored,

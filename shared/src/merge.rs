@@ -1,0 +1,364 @@
+//! `PATCH`: a JSON Merge Patch (RFC 7396) applied to a record.
+//!
+//! At the top level a patch names the fields a `PUT` may set. A value
+//! replaces the field's; `null` removes the field where a record may lack
+//! it ([`removable`]: `headers`, `parameters`), and is refused elsewhere.
+//! An object merges recursively into `headers` (member names compared as
+//! header names are: letter case ignored, `_` read as `-`; the patch's
+//! spelling is kept) and into `parameters` (RFC 7396 exactly, through the
+//! `json-patch` crate): `null` removes a member, any other value replaces
+//! it.
+//!
+//! The patch is checked twice. [`parse`], before any database call: its
+//! fields (unknown, read-only, types, every rule on the values it would
+//! write) as for a `PUT`. [`apply`], on the stored record: every field rule
+//! and limit holds on the merged result, or nothing is written.
+
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, FieldError, FieldErrors};
+use crate::item::{self, Item};
+use crate::patch::Patch;
+use crate::records::Resource;
+use crate::rules::{Policy, Rule, headers::same_header};
+
+/// A checked merge patch: each field it names, sorted by name, with the
+/// patch's value for it (`null` to remove it).
+#[derive(Clone, PartialEq)]
+pub struct MergePatch {
+    changes: Vec<(&'static str, Rule, Value)>,
+}
+
+impl std::fmt::Debug for MergePatch {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: values may be secrets (api_key, header values).
+        formatter
+            .debug_list()
+            .entries(self.changes.iter().map(|(name, _, _)| name))
+            .finish()
+    }
+}
+
+impl MergePatch {
+    /// The fields the patch names.
+    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.changes.iter().map(|(name, _, _)| *name)
+    }
+
+    /// Whether the patch names `field`.
+    pub fn touches(&self, field: &str) -> bool {
+        self.changes.iter().any(|(name, _, _)| *name == field)
+    }
+
+    /// The partial update this patch is when it merges no object into a
+    /// field: the attributes to set, and the fields its `null`s remove.
+    /// `None` when it merges one, which takes the stored record.
+    pub fn as_update(&self) -> Option<(Patch, Vec<&'static str>)> {
+        let mut set = Patch::new();
+        let mut remove = Vec::new();
+        for (name, rule, value) in &self.changes {
+            match value {
+                Value::Null => remove.push(*name),
+                Value::Object(_) if removable(*rule) => return None,
+                value => set.push((*name, item::to_attribute(value))),
+            }
+        }
+        Some((set, remove))
+    }
+}
+
+/// Whether a record may lack a field under `rule`, so a patch's `null`
+/// removes it: the maps (`headers`, `parameters`), which a record created
+/// without them lacks too. Every other field a record always has.
+pub fn removable(rule: Rule) -> bool {
+    matches!(rule, Rule::Headers | Rule::Parameters)
+}
+
+/// Checks a merge patch `body` for record kind `R` before anything is read:
+/// `{}` is [`ApiError::EmptyUpdate`]; unknown and read-only fields, a `null`
+/// on a field a record always has, and values that break their rule are one
+/// [`ApiError::Validation`] listing them all. For `headers` and `parameters`
+/// what the patch would write (its members that are not `null`) is held to
+/// the field's rule here; the merged result is held to it again by
+/// [`apply`].
+pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<MergePatch, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::EmptyUpdate);
+    }
+    let mut errors = FieldErrors::new();
+    let mut changes = Vec::with_capacity(body.len());
+    let mut fields: Vec<(&String, &Value)> = body.iter().collect();
+    fields.sort_unstable_by_key(|(name, _)| *name);
+    for (name, value) in fields {
+        if errors.is_full() {
+            break;
+        }
+        let Some((field, rule)) = R::settable(name) else {
+            let (code, message) = if R::read_only().contains(&name.as_str()) {
+                ("read_only", "is read-only")
+            } else {
+                ("unknown_field", "is not a field of this record")
+            };
+            errors.push(FieldError::new(name, code, message));
+            continue;
+        };
+        match value {
+            Value::Null if removable(rule) => {}
+            Value::Null => errors.push(FieldError::new(
+                field,
+                "invalid_type",
+                "must not be null: a record always has this field",
+            )),
+            Value::Object(members) if removable(rule) => {
+                rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
+            }
+            value => rule.check(field, value, policy, &mut errors),
+        }
+        changes.push((field, rule, value.clone()));
+    }
+    if errors.is_empty() {
+        Ok(MergePatch { changes })
+    } else {
+        Err(ApiError::Validation(errors.into_vec()))
+    }
+}
+
+/// What of an object patch lands in the record whatever it is merged into:
+/// its members without the `null`s, which only remove.
+fn landing(members: &Map<String, Value>) -> Map<String, Value> {
+    members
+        .iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(name, value)| match value {
+            Value::Object(inner) => (name.clone(), Value::Object(landing(inner))),
+            other => (name.clone(), other.clone()),
+        })
+        .collect()
+}
+
+/// What a patch does to the stored record: the attributes to set and the
+/// fields to remove.
+#[derive(Default)]
+pub struct Merged {
+    /// The attributes to write, each field's merged value.
+    pub set: Patch,
+    /// The fields the patch removes.
+    pub remove: Vec<&'static str>,
+}
+
+/// Applies `patch` to `stored`, a record of kind `R` as it is now (its
+/// sealed values opened), and checks the merged result: every field rule
+/// and limit must hold on it, or nothing is written
+/// ([`ApiError::Validation`], every problem listed).
+pub fn apply<R: Resource>(patch: &MergePatch, stored: &Item, policy: Policy) -> Result<Merged, ApiError> {
+    let mut merged = Merged::default();
+    let mut errors = FieldErrors::new();
+    for (field, rule, value) in &patch.changes {
+        let value = match (rule, value) {
+            (_, Value::Null) => {
+                merged.remove.push(field);
+                continue;
+            }
+            (Rule::Headers, Value::Object(members)) => {
+                Value::Object(merge_headers(stored_map(stored, field)?, members))
+            }
+            (Rule::Parameters, Value::Object(_)) => {
+                let mut target = Value::Object(stored_map(stored, field)?);
+                json_patch::merge(&mut target, value);
+                target
+            }
+            (_, value) => value.clone(),
+        };
+        rule.check(field, &value, policy, &mut errors);
+        merged.set.push((field, item::to_attribute(&value)));
+    }
+    if errors.is_empty() {
+        Ok(merged)
+    } else {
+        Err(ApiError::Validation(errors.into_vec()))
+    }
+}
+
+/// The stored map `field` (empty where the record lacks it).
+fn stored_map(stored: &Item, field: &str) -> Result<Map<String, Value>, ApiError> {
+    item::object(stored, field)
+        .map(Option::unwrap_or_default)
+        .map_err(|error| {
+            tracing::error!(%error, "stored item is malformed");
+            ApiError::Internal
+        })
+}
+
+/// `stored` headers with `patch`'s members merged in: each patch member
+/// replaces (or with `null` removes) every stored header of the same name,
+/// and is stored as the patch spells it.
+fn merge_headers(mut stored: Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+    for (name, value) in patch {
+        stored.retain(|existing, _| !same_header(existing, name));
+        if !value.is_null() {
+            stored.insert(name.clone(), value.clone());
+        }
+    }
+    stored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{McpServer, Model};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use serde_json::json;
+
+    fn object(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    fn stored(value: Value) -> Item {
+        match item::to_attribute(&value) {
+            AttributeValue::M(map) => map,
+            _ => Item::new(),
+        }
+    }
+
+    fn merged_json<R: Resource>(record: Value, patch: Value) -> Result<Value, ApiError> {
+        let patch = parse::<R>(&object(patch), Policy::default())?;
+        let merged = apply::<R>(&patch, &stored(record.clone()), Policy::default())?;
+        let mut result = object(record);
+        for (name, value) in merged.set {
+            result.insert(name.into(), item::to_json(name, &value).unwrap_or_default());
+        }
+        for name in merged.remove {
+            result.remove(name);
+        }
+        Ok(Value::Object(result))
+    }
+
+    /// RFC 7396, Appendix A: each example applied to a model's parameters.
+    #[test]
+    fn the_rfc_examples_hold_on_parameters() {
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (json!({"a": "b", "b": "c"}), json!({"a": null}), json!({"b": "c"})),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+        ];
+        for (original, patch, expected) in cases {
+            let merged = merged_json::<Model>(json!({"parameters": original}), json!({"parameters": patch}));
+            assert_eq!(merged.ok(), Some(json!({"parameters": expected})), "{patch}");
+        }
+        // The examples whose patch is not an object replace the target: on
+        // a record, the field's rule decides (parameters must be an object).
+        for patch in [json!(["c"]), json!("bar"), json!([1, 2])] {
+            let refused =
+                merged_json::<Model>(json!({"parameters": {"a": "b"}}), json!({"parameters": patch}));
+            assert!(matches!(refused, Err(ApiError::Validation(_))), "{patch}");
+        }
+        // null at the top removes the field.
+        let removed = merged_json::<Model>(
+            json!({"parameters": {"a": 1}, "name": "n"}),
+            json!({"parameters": null}),
+        );
+        assert_eq!(removed.ok(), Some(json!({"name": "n"})));
+    }
+
+    #[test]
+    fn header_names_merge_as_header_names_and_the_patch_spelling_is_kept() {
+        let record = json!({"headers": {"Authorization": "old", "X-Api-Key": "k", "Accept": "a"}});
+        let merged = merged_json::<McpServer>(
+            record.clone(),
+            json!({"headers": {"authorization": "new", "x_api_key": null}}),
+        );
+        assert_eq!(
+            merged.ok(),
+            Some(json!({"headers": {"Accept": "a", "authorization": "new"}}))
+        );
+        let unchanged = merged_json::<McpServer>(record, json!({"headers": {"X-Other": null}}));
+        assert_eq!(
+            unchanged.ok().map(|r| r["headers"].as_object().map(Map::len)),
+            Some(Some(3))
+        );
+    }
+
+    #[test]
+    fn limits_hold_on_the_merged_result() {
+        let full: Map<String, Value> = (0..64).map(|i| (format!("H{i}"), json!("v"))).collect();
+        let record = json!({"headers": full});
+        let one_more = merged_json::<McpServer>(record.clone(), json!({"headers": {"H64": "v"}}));
+        let Err(ApiError::Validation(errors)) = one_more else {
+            panic!("65 headers after the merge: {one_more:?}");
+        };
+        assert_eq!(
+            (errors[0].field.as_str(), errors[0].code),
+            ("headers", "too_many_entries")
+        );
+        // Replacing one, or removing one and adding one, stays at 64.
+        assert!(merged_json::<McpServer>(record.clone(), json!({"headers": {"h0": "w"}})).is_ok());
+        assert!(merged_json::<McpServer>(record, json!({"headers": {"H0": null, "H64": "v"}})).is_ok());
+        // Depth: a stored nesting of 16 plus a patch one deeper.
+        let mut deep = json!(1);
+        for _ in 0..15 {
+            deep = json!({"d": deep});
+        }
+        let record = json!({"parameters": {"d": deep}});
+        let mut deeper = json!({"x": 1});
+        for _ in 0..16 {
+            deeper = json!({"d": deeper});
+        }
+        let refused = merged_json::<Model>(record, json!({"parameters": deeper}));
+        assert!(matches!(refused, Err(ApiError::Validation(_))), "{refused:?}");
+    }
+
+    #[test]
+    fn the_patch_itself_is_checked_before_anything_is_read() {
+        let codes = |body: Value| match parse::<Model>(&object(body), Policy::default()) {
+            Err(ApiError::Validation(errors)) => errors.into_iter().map(|e| (e.field, e.code)).collect(),
+            Err(other) => vec![(other.code().to_string(), "")],
+            Ok(_) => Vec::new(),
+        };
+        assert_eq!(codes(json!({})), [("empty_update".to_string(), "")]);
+        assert_eq!(
+            codes(
+                json!({"name": null, "id": "x", "nope": 1, "provider_type": "openai", "parameters": {"": 1}})
+            ),
+            [
+                ("id".to_string(), "read_only"),
+                ("name".to_string(), "invalid_type"),
+                ("nope".to_string(), "unknown_field"),
+                ("parameters".to_string(), "empty_key"),
+                ("provider_type".to_string(), "invalid_enum"),
+            ]
+        );
+        assert!(codes(json!({"parameters": null, "name": "n"})).is_empty());
+        assert!(codes(json!({"parameters": {"gone": null}})).is_empty());
+        let mcp = |body: Value| parse::<McpServer>(&object(body), Policy::default()).err();
+        assert!(mcp(json!({"headers": {"Host": "h"}})).is_some());
+        assert!(mcp(json!({"headers": {"A": 1}})).is_some());
+        assert!(mcp(json!({"headers": {"A": null}})).is_none());
+        assert!(mcp(json!({"endpoint": null})).is_some());
+    }
+
+    #[test]
+    fn a_patch_never_shows_its_values() {
+        let patch = parse::<McpServer>(
+            &object(json!({"headers": {"Authorization": "Bearer SENTINEL"}, "name": "n"})),
+            Policy::default(),
+        );
+        let shown = format!("{patch:?}");
+        assert!(!shown.contains("SENTINEL"), "{shown}");
+        assert!(shown.contains("headers"), "{shown}");
+    }
+}

@@ -77,6 +77,8 @@ async fn runtime_api(event: Value) -> (SocketAddr, mpsc::UnboundedReceiver<Call>
     (address, received)
 }
 
+/// One call to the Runtime API: the invocation for the first `next`, a
+/// `next` that never answers after it, and 202 for anything posted.
 async fn answer(
     request: hyper::Request<Incoming>,
     calls: mpsc::UnboundedSender<Call>,

@@ -9,6 +9,7 @@
 
 mod authorization;
 mod concurrency;
+mod deadline;
 mod events;
 mod faults;
 mod handlers;

@@ -52,6 +52,15 @@ impl Event {
         }
     }
 
+    /// `PATCH` on `route` for `id` with a JSON Merge Patch body type, with
+    /// `project_id` in the query if given.
+    pub fn patch(route: Route, id: &str, project_id: Option<&str>) -> Self {
+        let mut event = Self::put(route, id, project_id);
+        event.method = "PATCH".into();
+        event.route_key = format!("PATCH /api/agent-server/{}/{{id}}", route.collection());
+        event.header("content-type", "application/merge-patch+json")
+    }
+
     /// A JWT authorizer's context with these claims (strings, as API
     /// Gateway passes them) instead of the IAM caller.
     pub fn jwt(mut self, claims: &[(&str, &str)]) -> Self {

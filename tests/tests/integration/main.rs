@@ -18,6 +18,7 @@ mod load;
 mod local_api;
 mod local_auth;
 mod mcp_sealing;
+mod merge_patch;
 mod openapi;
 mod packaging;
 mod properties;

@@ -50,6 +50,7 @@ fn strings(value: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+#[derive(Clone)]
 struct Route {
     path: &'static str,
     update: &'static str,
@@ -62,6 +63,11 @@ struct Route {
     /// Whether a PUT may meet a record whose sealed values' data key is
     /// replaced under it (409).
     reads_sealed_values: bool,
+    /// Whether a PATCH may merge an object into a field (a read, then a
+    /// write that may find the record changed: 409).
+    merges: bool,
+    /// The fields a merge patch's `null` removes.
+    removable: Vec<&'static str>,
     /// Field names of the record as the service serialises it, in order.
     record_fields: Vec<String>,
 }
@@ -94,6 +100,14 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
                 Some(agent_server_shared::records::Sealing::Values { .. })
             )
         }),
+        merges: R::FIELDS
+            .iter()
+            .any(|field| field.rule().is_some_and(agent_server_shared::merge::removable)),
+        removable: R::FIELDS
+            .iter()
+            .filter(|field| field.rule().is_some_and(agent_server_shared::merge::removable))
+            .map(|field| field.name)
+            .collect(),
         record_fields: record_fields::<R>(),
     }
 }
@@ -113,6 +127,34 @@ fn the_provider_enum_is_the_codes() {
         strings(&schema(&doc, "ProviderType")["enum"]),
         ProviderType::SPELLINGS.to_vec()
     );
+}
+
+/// Each PATCH body is a merge patch of exactly the writable fields, sent
+/// as `application/merge-patch+json`, and `null` is allowed exactly on the
+/// fields a record may lack.
+#[test]
+fn merge_patch_bodies_name_the_writable_fields_and_the_removable_ones() {
+    let doc = document();
+    for route in routes() {
+        let name = route.update.replace("Update", "MergePatch");
+        let body = schema(&doc, &name);
+        let expected: BTreeSet<String> = route.fields.iter().map(|f| f.to_string()).collect();
+        assert_eq!(keys(&body["properties"]), expected, "{name}");
+        assert_eq!(body["additionalProperties"], Value::Bool(false), "{name}");
+        for field in &route.fields {
+            let property = &body["properties"][*field];
+            let nullable = property["anyOf"]
+                .as_array()
+                .is_some_and(|options| options.iter().any(|o| o["type"] == "null"));
+            assert_eq!(nullable, route.removable.contains(field), "{name}.{field}");
+        }
+        let request = resolve(&doc, &doc["paths"][route.path]["patch"]["requestBody"]);
+        assert_eq!(
+            keys(&request["content"]),
+            BTreeSet::from(["application/merge-patch+json".to_string()]),
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -177,13 +219,17 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         ApiError::Unavailable,
         ApiError::Internal,
     ];
-    for route in routes() {
-        let operation = &doc["paths"][route.path]["put"];
-        assert!(operation.is_object(), "{} is not documented", route.path);
+    for (route, method) in routes()
+        .into_iter()
+        .flat_map(|route| [(route.clone(), "put"), (route, "patch")])
+    {
+        let operation = &doc["paths"][route.path][method];
+        assert!(operation.is_object(), "{method} {} is not documented", route.path);
+        let may_conflict = route.reads_sealed_values || (method == "patch" && route.merges);
         let returned: Vec<&ApiError> = errors
             .iter()
             .filter(|e| route.scoped || !matches!(e, ApiError::InvalidProjectId(_)))
-            .filter(|e| route.reads_sealed_values || !matches!(e, ApiError::Conflict))
+            .filter(|e| may_conflict || !matches!(e, ApiError::Conflict))
             .collect();
         let mut expected: BTreeSet<String> = returned.iter().map(|e| e.status().to_string()).collect();
         expected.insert("200".into());
@@ -191,7 +237,7 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         expected.insert("401".into());
         // API Gateway's own answer when its throttling limits are hit.
         expected.insert("429".into());
-        assert_eq!(keys(&operation["responses"]), expected, "{}", route.path);
+        assert_eq!(keys(&operation["responses"]), expected, "{method} {}", route.path);
         for error in returned {
             let response = resolve(&doc, &operation["responses"][error.status().to_string()]);
             let envelope = resolve(&doc, &response["content"]["application/json"]["schema"]);
@@ -247,10 +293,13 @@ const ENVELOPE_KEYS: [&str; 5] = ["error", "message", "data", "status", "errorDe
 fn every_response_is_a_flat_envelope_pinned_to_its_status() {
     let doc = document();
     let mut seen = 0;
-    for route in routes() {
-        let responses = doc["paths"][route.path]["put"]["responses"]
+    for (route, method) in routes()
+        .into_iter()
+        .flat_map(|route| [(route.clone(), "put"), (route, "patch")])
+    {
+        let responses = doc["paths"][route.path][method]["responses"]
             .as_object()
-            .unwrap_or_else(|| panic!("{} has no responses", route.path));
+            .unwrap_or_else(|| panic!("{method} {} has no responses", route.path));
         for (status, response) in responses {
             let at = format!("{} {status}", route.path);
             let response = resolve(&doc, response);

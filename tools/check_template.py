@@ -83,6 +83,9 @@ from samtranslator.translator.transform import transform
 # and it warns about that; they are of no interest here.
 logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
 
+# Each path takes PUT (a partial update) and PATCH (a JSON Merge Patch), both
+# served by the record kind's one function.
+ROUTE_METHODS = ("put", "patch")
 ROUTES = {
     "/api/agent-server/api-keys/{id}": ("UpdateApiKeyFunction", "ApiKeysTable", "UpdateApiKeyLogs"),
     "/api/agent-server/mcp-servers/{id}": ("UpdateMcpServerFunction", "McpServersTable", "UpdateMcpServerLogs"),
@@ -384,8 +387,8 @@ def check_routes(mode, template, resources, values):
     body = resolve_if(apis[0]["Properties"]["Body"], conditions)
     schemes = body.get("components", {}).get("securitySchemes", {})
     operations = {(path, method): op for path, ops in body["paths"].items() for method, op in ops.items()}
-    if set(operations) != {(path, "put") for path in ROUTES}:
-        problems.append(f"routes are {sorted(operations)}, expected PUT on {sorted(ROUTES)}")
+    if set(operations) != {(path, method) for path in ROUTES for method in ROUTE_METHODS}:
+        problems.append(f"routes are {sorted(operations)}, expected PUT and PATCH on {sorted(ROUTES)}")
     scopes = {"Ref": "JwtScopes"} if params["JwtScopes"] != [""] else []
     expected = [{"JwtAuthorizer": scopes}] if use_jwt else [{"AWS_IAM": []}]
     for (path, method), op in operations.items():

@@ -117,7 +117,10 @@ impl Expression {
         }
         let mut key_condition = String::new();
         if let Some(data_key) = update.data_key {
-            names.insert("#data_key".into(), data_key.attribute.into());
+            // DynamoDB refuses a name no expression uses: named only if one does.
+            if data_key.expected != ExpectedKey::Any || data_key.write != KeyWrite::Keep {
+                names.insert("#data_key".into(), data_key.attribute.into());
+            }
             match data_key.expected {
                 ExpectedKey::Any => {}
                 ExpectedKey::Absent => key_condition.push_str(" AND attribute_not_exists(#data_key)"),

@@ -238,6 +238,78 @@ async fn one_header_changes_or_goes_without_sending_the_others() {
     assert_eq!(stored_json(&stored, "headers"), json!({"X-New": "v"}));
 }
 
+/// The same on DynamoDB Local, with the local KMS: a sealed record's one
+/// header rotated, another removed, the key kept; every combination of what
+/// the write does to the data key (keep, set, remove) accepted by DynamoDB.
+#[tokio::test]
+async fn one_header_changes_on_dynamodb_local_with_the_local_kms() {
+    let kms = integration_tests::kms_local().await;
+    let mut app = dynamo_app(Policy::default()).await;
+    app.sealer = Some(kms.sealer());
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let item = Route::McpServers.item(&new_id(), &new_id());
+    let key = Key::of_item(Table::McpServers, &item).unwrap_or_else(|| panic!("no key"));
+    put_item(&dynamo, Table::McpServers, item).await;
+    // Plain headers merged: a new key.
+    let first = patch(
+        &app,
+        Route::McpServers,
+        &key,
+        &json!({"headers": {"Authorization": "Bearer one", "X-Old": null}}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (first.status, first.body["data"]["headers"].clone()),
+        (200, json!({"Authorization": "Bearer one"})),
+        "{}",
+        first.body
+    );
+    let sealed_key = get_item(&dynamo, Table::McpServers, &key)
+        .await
+        .and_then(|item| item.get("headers_key").cloned());
+    assert!(matches!(sealed_key, Some(AttributeValue::B(_))));
+    // Sealed headers merged: the key kept.
+    let second = patch(
+        &app,
+        Route::McpServers,
+        &key,
+        &json!({"headers": {"authorization": "Bearer two", "X-More": "m"}}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (second.status, second.body["data"]["headers"].clone()),
+        (200, json!({"authorization": "Bearer two", "X-More": "m"})),
+        "{}",
+        second.body
+    );
+    let stored = get_item(&dynamo, Table::McpServers, &key)
+        .await
+        .unwrap_or_default();
+    assert_eq!(stored.get("headers_key").cloned(), sealed_key);
+    assert!(!format!("{stored:?}").contains("Bearer two"));
+    // Every member removed: the key goes too.
+    let third = patch(
+        &app,
+        Route::McpServers,
+        &key,
+        &json!({"headers": {"authorization": null, "x-more": null}}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (third.status, third.body["data"]["headers"].clone()),
+        (200, json!({})),
+        "{}",
+        third.body
+    );
+    let stored = get_item(&dynamo, Table::McpServers, &key)
+        .await
+        .unwrap_or_default();
+    assert_eq!(stored.get("headers_key"), None);
+}
+
 #[tokio::test]
 async fn plain_headers_stored_before_sealing_are_sealed_by_a_patch_that_touches_them() {
     let (app, sealer) = memory_app();

@@ -109,6 +109,11 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
                 "invalid_type",
                 "must not be null: a record always has this field",
             )),
+            // Header names are checked whatever their value (a null names
+            // a header too); parameters as the data that would land.
+            Value::Object(members) if rule == Rule::Headers => {
+                rule.check(field, &Value::Object(named(members)), policy, &mut errors);
+            }
             Value::Object(members) if removable(rule) => {
                 rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
             }
@@ -121,6 +126,19 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
     } else {
         Err(ApiError::Validation(errors.into_vec()))
     }
+}
+
+/// A headers patch with each `null` as an empty value: its names are held to
+/// the header rules (token, refused names, duplicates, at most 64) whatever
+/// the patch does with them, and its values as they would be stored.
+fn named(members: &Map<String, Value>) -> Map<String, Value> {
+    members
+        .iter()
+        .map(|(name, value)| match value {
+            Value::Null => (name.clone(), Value::String(String::new())),
+            other => (name.clone(), other.clone()),
+        })
+        .collect()
 }
 
 /// What of an object patch lands in the record whatever it is merged into:
@@ -348,6 +366,8 @@ mod tests {
         assert!(mcp(json!({"headers": {"Host": "h"}})).is_some());
         assert!(mcp(json!({"headers": {"A": 1}})).is_some());
         assert!(mcp(json!({"headers": {"A": null}})).is_none());
+        assert!(mcp(json!({"headers": {"Host": null}})).is_some());
+        assert!(mcp(json!({"headers": {"X-A": null, "x_a": "v"}})).is_some());
         assert!(mcp(json!({"endpoint": null})).is_some());
     }
 

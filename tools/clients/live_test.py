@@ -15,15 +15,26 @@ import uuid
 from pathlib import Path
 
 from agent_server_update_api_client import Client
-from agent_server_update_api_client.api.default import update_api_key, update_mcp_server, update_model
+from agent_server_update_api_client.api.default import (
+    patch_api_key,
+    patch_mcp_server,
+    patch_model,
+    update_api_key,
+    update_mcp_server,
+    update_model,
+)
 from agent_server_update_api_client.models import (
+    ApiKeyMergePatch,
     ApiKeyUpdate,
     ApiKeyUpdated,
     BadRequestEnvelope,
     BadRequestNoProjectEnvelope,
     Headers,
+    HeadersPatch,
+    McpServerMergePatch,
     McpServerUpdate,
     McpServerUpdated,
+    ModelMergePatch,
     ModelUpdate,
     ModelUpdated,
     NotFoundEnvelope,
@@ -173,6 +184,52 @@ class LiveTest(unittest.TestCase):
                 uuid.uuid4(), client=c, project_id=IDS["PROJECT_ID"], body=ModelUpdate(name="Nobody")
             )
             self.assert_error(response, NotFoundEnvelope, 404, "not_found")
+
+    def test_patch_changes_one_member_without_sending_the_others(self):
+        with client() as c:
+            base = {"temperature": 0.5, "max_tokens": 1024, "top_p": 0.9}
+            response = update_model.sync_detailed(
+                IDS["MODEL_ID"], client=c, project_id=IDS["PROJECT_ID"],
+                body=ModelUpdate(parameters=Parameters.from_dict(base)),
+            )
+            self.assertEqual(response.status_code, 200, response.content)
+            etag = response.headers["ETag"]
+            response = patch_model.sync_detailed(
+                IDS["MODEL_ID"], client=c, project_id=IDS["PROJECT_ID"], if_match=etag,
+                body=ModelMergePatch.from_dict({"parameters": {"temperature": 0.7, "top_p": None}}),
+            )
+            self.assertEqual(response.status_code, 200, response.content)
+            self.assertIsInstance(response.parsed, ModelUpdated)
+            self.assertEqual(response.parsed.data.parameters.to_dict(), {"temperature": 0.7, "max_tokens": 1024})
+            response = patch_model.sync_detailed(
+                IDS["MODEL_ID"], client=c, project_id=IDS["PROJECT_ID"], if_match=etag,
+                body=ModelMergePatch.from_dict({"parameters": {"max_tokens": 1}}),
+            )
+            self.assert_error(response, PreconditionFailedEnvelope, 412, "precondition_failed")
+
+            response = update_mcp_server.sync_detailed(
+                IDS["MCP_SERVER_ID"], client=c, project_id=IDS["PROJECT_ID"],
+                body=McpServerUpdate(headers=Headers.from_dict({"Authorization": "Bearer a", "X-Keep": "k"})),
+            )
+            self.assertEqual(response.status_code, 200, response.content)
+            response = patch_mcp_server.sync_detailed(
+                IDS["MCP_SERVER_ID"], client=c, project_id=IDS["PROJECT_ID"],
+                body=McpServerMergePatch.from_dict({"headers": {"authorization": "Bearer b"}}),
+            )
+            self.assertEqual(response.status_code, 200, response.content)
+            self.assertIsInstance(response.parsed, McpServerUpdated)
+            self.assertEqual(response.parsed.data.headers.to_dict(), {"authorization": "Bearer b", "X-Keep": "k"})
+
+            response = patch_api_key.sync_detailed(
+                IDS["API_KEY_ID"], client=c, body=ApiKeyMergePatch(enabled=True)
+            )
+            self.assertIsInstance(response.parsed, ApiKeyUpdated, response.content)
+            self.assertTrue(response.parsed.data.enabled)
+            response = patch_model.sync_detailed(
+                IDS["MODEL_ID"], client=c, project_id=IDS["PROJECT_ID"],
+                body=ModelMergePatch.from_dict({"name": None}),
+            )
+            self.assert_error(response, BadRequestEnvelope, 400, "validation_failed")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,15 @@ impl Store for Stub {
         );
         Ok(item)
     }
+
+    async fn read(
+        &self,
+        _: agent_server_shared::Table,
+        _: &agent_server_shared::store::Key,
+        _: std::time::Duration,
+    ) -> Result<Option<Item>, StoreError> {
+        Ok(Some(self.0.clone()))
+    }
 }
 
 fn request(path: &str, scoped: bool, body: &str) -> Request {

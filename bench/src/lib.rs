@@ -35,7 +35,9 @@ pub fn sample_update(round: usize) -> Update {
                     .into(),
                 ),
             ),
-        ],
+        ]
+        .into(),
+        remove: Vec::new(),
         expected_versions: None,
         none_match: None,
         unmodified_before: None,
@@ -44,5 +46,6 @@ pub fn sample_update(round: usize) -> Update {
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
         updated_by: Some("bench".into()),
         budget: agent_server_shared::budget::TIME_BUDGET,
+        data_key: None,
     }
 }

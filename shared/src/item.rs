@@ -26,6 +26,67 @@ pub struct ItemError {
     pub expected: &'static str,
 }
 
+/// Attributes a write sets, by field name, in order. Its `Debug` shows the
+/// names only: until they are sealed some values are secrets (`api_key`,
+/// header values), so no `{:?}` of a write, or of anything holding one,
+/// can show a value.
+#[derive(Clone, Default, PartialEq)]
+pub struct Attributes(Vec<(&'static str, AttributeValue)>);
+
+impl Attributes {
+    /// No attributes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// No attributes, with room for `capacity`.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self(Vec::with_capacity(capacity))
+    }
+}
+
+impl std::fmt::Debug for Attributes {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_map()
+            .entries(self.0.iter().map(|(name, _)| (name, "…")))
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Attributes {
+    type Target = Vec<(&'static str, AttributeValue)>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Attributes {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl From<Vec<(&'static str, AttributeValue)>> for Attributes {
+    fn from(attributes: Vec<(&'static str, AttributeValue)>) -> Self {
+        Self(attributes)
+    }
+}
+
+impl FromIterator<(&'static str, AttributeValue)> for Attributes {
+    fn from_iter<I: IntoIterator<Item = (&'static str, AttributeValue)>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Attributes {
+    type Item = (&'static str, AttributeValue);
+    type IntoIter = std::vec::IntoIter<(&'static str, AttributeValue)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 /// The attribute for a JSON value.
 pub fn to_attribute(value: &Value) -> AttributeValue {
     match value {

@@ -1,7 +1,6 @@
 //! Turns a request body into the attributes to write, checking every field
 //! against its record's rules and reporting every problem at once.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
@@ -9,8 +8,9 @@ use crate::item;
 use crate::records::Resource;
 use crate::rules::Policy;
 
-/// The attributes a valid body sets, ordered by field name.
-pub type Patch = Vec<(&'static str, AttributeValue)>;
+/// The attributes a valid body sets, ordered by field name (their `Debug`
+/// shows names only: [`item::Attributes`]).
+pub type Patch = item::Attributes;
 
 /// Validates `body` for record kind `R`.
 ///
@@ -59,6 +59,7 @@ mod tests {
     use super::*;
     use crate::error::MAX_FIELD_ERRORS;
     use crate::records::{ApiKey, McpServer, Model};
+    use aws_sdk_dynamodb::types::AttributeValue;
     use serde_json::json;
 
     fn object(value: Value) -> Map<String, Value> {

@@ -365,9 +365,31 @@ impl BodyKind {
     }
 }
 
+/// A request's body read as a JSON object. Its `Debug` shows the field
+/// names only: from the moment it is read, a body may hold secrets
+/// (`api_key`, header values) that no `{:?}` may show.
+#[derive(Clone, PartialEq)]
+pub struct Body(Map<String, Value>);
+
+impl std::ops::Deref for Body {
+    type Target = Map<String, Value>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_map()
+            .entries(self.0.keys().map(|name| (name, "…")))
+            .finish()
+    }
+}
+
 /// The body as a JSON object, after the `Content-Encoding`,
 /// `Content-Type` (as `kind` takes it) and size checks.
-pub fn json_body(request: &Request, kind: BodyKind) -> Result<Map<String, Value>, ApiError> {
+pub fn json_body(request: &Request, kind: BodyKind) -> Result<Body, ApiError> {
     if !is_identity(request) {
         return Err(ApiError::UnsupportedMediaType(Unsupported::Coding));
     }
@@ -394,7 +416,7 @@ pub fn json_body(request: &Request, kind: BodyKind) -> Result<Map<String, Value>
     if body.len() > MAX_BODY_BYTES {
         return Err(ApiError::PayloadTooLarge);
     }
-    json::parse_object(body)
+    json::parse_object(body).map(Body)
 }
 
 /// The id that ties a response to its log lines: the Lambda request id.

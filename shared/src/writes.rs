@@ -251,7 +251,7 @@ pub async fn merge<R: Resource, S: Store>(
             .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?
             .ok_or(ApiError::NotFound(R::NOUN))?;
         // The preconditions, as the write would judge them now.
-        let judged = context.update::<R>(Vec::new(), Vec::new(), None);
+        let judged = context.update::<R>(Patch::new(), Vec::new(), None);
         judged
             .check(&stored)
             .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;

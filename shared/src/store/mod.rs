@@ -20,7 +20,7 @@ pub use dynamo::DynamoStore;
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
-use crate::item::{self, Item, Kind};
+use crate::item::{self, Attributes, Item, Kind};
 use crate::records::Field;
 pub use crate::records::Table;
 
@@ -122,7 +122,7 @@ pub struct Update {
     /// Which record.
     pub key: Key,
     /// The attributes to set; every other attribute keeps its value.
-    pub set: Vec<(&'static str, AttributeValue)>,
+    pub set: Attributes,
     /// The fields to remove (a merge patch's `null` on a field a record
     /// may lack).
     pub remove: Vec<&'static str>,

@@ -419,7 +419,7 @@ impl Store for Racing {
             let racer = Update {
                 table: Table::McpServers,
                 key,
-                set: vec![("headers", AttributeValue::M(Default::default()))],
+                set: vec![("headers", AttributeValue::M(Default::default()))].into(),
                 remove: Vec::new(),
                 expected_versions: None,
                 none_match: None,

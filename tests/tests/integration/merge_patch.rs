@@ -589,3 +589,138 @@ async fn concurrent_patches_merge_and_if_match_lets_one_win() {
     let stored = get_item(&dynamo, Table::Models, &key).await.unwrap_or_default();
     assert_eq!(item::version(&stored), Ok(1));
 }
+
+mod properties {
+    //! Random merge patches applied to random stored records through the
+    //! in-memory store: never a 500, a 200 holds exactly RFC 7396's merge
+    //! (computed here independently) and a record every rule accepts, and
+    //! anything else writes nothing.
+
+    use super::*;
+    use agent_server_shared::patch;
+    use agent_server_shared::records::{McpServer, Model};
+    use proptest::prelude::*;
+    use serde_json::Map;
+
+    /// RFC 7396's MergePatch, as its section 2 states it.
+    fn merged(target: &Value, patch: &Value) -> Value {
+        let Value::Object(members) = patch else {
+            return patch.clone();
+        };
+        let mut result = match target {
+            Value::Object(target) => target.clone(),
+            _ => Map::new(),
+        };
+        for (name, value) in members {
+            if value.is_null() {
+                result.remove(name);
+            } else {
+                let merged = merged(result.get(name).unwrap_or(&Value::Null), value);
+                result.insert(name.clone(), merged);
+            }
+        }
+        Value::Object(result)
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-1000i64..1000).prop_map(Value::from),
+            "[a-z ]{0,8}".prop_map(Value::from),
+        ]
+    }
+
+    /// Nested objects over a few keys (so patches meet stored members),
+    /// with an empty key now and then (a rule a merge must still hold).
+    fn tree() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(5, 40, 4, |inner| {
+            prop_oneof![
+                prop::collection::btree_map(
+                    prop::sample::select(vec!["a", "b", "c", "d", ""]),
+                    inner.clone(),
+                    0..4
+                )
+                .prop_map(|map| Value::Object(map.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+                prop::collection::vec(inner, 0..3).prop_map(Value::Array),
+            ]
+        })
+    }
+
+    fn object(value: Value) -> Value {
+        match value {
+            Value::Object(_) => value,
+            other => json!({"x": other}),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_parameters_patch_merges_exactly_or_writes_nothing(stored in tree(), change in tree()) {
+            let (app, _) = memory_app();
+            let stored = object(stored);
+            // A record a PUT could have stored: what the rules accept.
+            prop_assume!(patch::parse::<Model>(&json!({"parameters": stored}).as_object().cloned().unwrap_or_default(), Policy::default()).is_ok());
+            let key = seeded(&app, Route::Models, model_with(stored.clone()));
+            let before = app.store.get(Table::Models, &key);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let answer = runtime.block_on(patch(&app, Route::Models, &key, &json!({"parameters": change}), &[]));
+            prop_assert!(answer.status == 200 || answer.status == 400, "{}: {}", answer.status, answer.body);
+            if answer.status == 200 {
+                let expected = merged(&stored, &change);
+                prop_assert_eq!(&answer.body["data"]["parameters"], &expected);
+                let after = app.store.get(Table::Models, &key).unwrap_or_default();
+                prop_assert_eq!(stored_json(&after, "parameters"), expected.clone());
+                // Removed (null), or a value every rule accepts.
+                let as_body = json!({"parameters": expected});
+                prop_assert!(
+                    expected.is_null()
+                        || patch::parse::<Model>(as_body.as_object().unwrap_or(&Map::new()), Policy::default()).is_ok()
+                );
+            } else {
+                prop_assert_eq!(app.store.get(Table::Models, &key), before);
+            }
+        }
+
+        #[test]
+        fn a_headers_patch_merges_by_name_or_writes_nothing(
+            stored in prop::collection::btree_map("[A-Ca-c][-_]?[a-b]?", "[a-z]{0,6}", 0..6),
+            change in prop::collection::btree_map(
+                "[A-Ca-c][-_]?[a-b]?|Host|X_aws_ec2_metadata_token",
+                prop_oneof![Just(Value::Null), "[a-z]{0,6}".prop_map(Value::from), Just(json!("bad\n")), Just(json!(1))],
+                0..6,
+            ),
+        ) {
+            let (app, _) = memory_app();
+            let stored: Map<String, Value> = stored.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+            prop_assume!(patch::parse::<McpServer>(&json!({"headers": stored}).as_object().cloned().unwrap_or_default(), Policy::default()).is_ok());
+            let mut item = Route::McpServers.item(&new_id(), &new_id());
+            item.insert("headers".into(), item::to_attribute(&Value::Object(stored.clone())));
+            let key = seeded(&app, Route::McpServers, item);
+            let before = app.store.get(Table::McpServers, &key);
+            let change: Map<String, Value> = change.into_iter().collect();
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let answer = runtime.block_on(patch(&app, Route::McpServers, &key, &json!({"headers": change}), &[]));
+            prop_assert!(answer.status == 200 || answer.status == 400, "{}: {}", answer.status, answer.body);
+            let same = |a: &str, b: &str| a.replace('_', "-").eq_ignore_ascii_case(&b.replace('_', "-"));
+            if answer.status == 200 {
+                let mut expected = stored.clone();
+                for (name, value) in &change {
+                    expected.retain(|existing, _| !same(existing, name));
+                    if !value.is_null() {
+                        expected.insert(name.clone(), value.clone());
+                    }
+                }
+                prop_assert_eq!(&answer.body["data"]["headers"], &Value::Object(expected.clone()));
+                let after = app.store.get(Table::McpServers, &key).unwrap_or_default();
+                prop_assert_eq!(stored_json(&after, "headers"), Value::Object(expected.clone()));
+                let as_body = json!({"headers": expected});
+                prop_assert!(patch::parse::<McpServer>(as_body.as_object().unwrap_or(&Map::new()), Policy::default()).is_ok());
+            } else {
+                prop_assert_eq!(app.store.get(Table::McpServers, &key), before);
+            }
+        }
+    }
+}

@@ -407,7 +407,10 @@ fn headers_exclude_the_names_the_client_owns() {
     let expected = format!("^({})$", names.join("|"));
     let doc = document();
     let headers = schema(&doc, "Headers");
-    assert_eq!(headers["propertyNames"]["$ref"], "#/components/schemas/HeaderName");
+    assert_eq!(
+        headers["propertyNames"]["$ref"],
+        "#/components/schemas/HeaderName"
+    );
     assert_eq!(schema(&doc, "HeaderName")["not"]["pattern"], expected.as_str());
 }
 
@@ -434,9 +437,7 @@ fn every_limit_in_openapi_is_the_code_s() {
     for (pointer, limit) in limits {
         assert_eq!(number(pointer), Some(limit), "{pointer}");
     }
-    let name_pattern = schema(&doc, "HeaderName")["pattern"]
-        .as_str()
-        .unwrap_or_default();
+    let name_pattern = schema(&doc, "HeaderName")["pattern"].as_str().unwrap_or_default();
     assert!(
         name_pattern.ends_with(&format!("{{1,{MAX_HEADER_NAME_CHARS}}}$")),
         "{name_pattern}"

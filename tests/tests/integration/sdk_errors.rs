@@ -77,7 +77,8 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         set: vec![
             ("name", AttributeValue::S("n".into())),
             ("parameters", AttributeValue::M(Default::default())),
-        ],
+        ]
+        .into(),
         remove: Vec::new(),
         expected_versions,
         none_match: None,

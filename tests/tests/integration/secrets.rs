@@ -144,3 +144,132 @@ async fn secrets_never_reach_a_response_or_a_log_line() {
         leaked.join("\n")
     );
 }
+
+/// Every structure a request's secrets pass through before they are sealed
+/// formats (`{:?}`, and `Display` where it has one) without them: the body
+/// as read, the attributes a PUT writes, a merge patch and what it merges
+/// into, the update the store gets, the errors on the way, the sealing
+/// outcome and its data key.
+#[tokio::test]
+async fn no_structure_that_holds_a_secret_shows_it() {
+    use agent_server_shared::merge;
+    use agent_server_shared::patch;
+    use agent_server_shared::records::{ApiKey, McpServer, Resource};
+    use agent_server_shared::request::{self, BodyKind};
+    use agent_server_shared::seal::{self, SealError};
+    use agent_server_shared::store::{Key, Update};
+
+    let mut shown = Vec::new();
+    let body = json!({"api_key": SENTINEL, "name": "n"});
+    let api_key = request::json_body(
+        &Event::put(Route::ApiKeys, "k", None).json(&body).request(),
+        BodyKind::Update,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{api_key:?}"));
+    let headers = json!({"headers": {"Authorization": HEADER_SENTINEL}, "name": "n"});
+    let mcp_put = request::json_body(
+        &Event::put(Route::McpServers, "m", Some("p"))
+            .json(&headers)
+            .request(),
+        BodyKind::Update,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{mcp_put:?}"));
+    let mcp_patch = request::json_body(
+        &Event::patch(Route::McpServers, "m", Some("p"))
+            .json(&headers)
+            .request(),
+        BodyKind::MergePatch,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{mcp_patch:?}"));
+
+    let set = patch::parse::<ApiKey>(&api_key, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{set:?}"));
+    let mcp_set = patch::parse::<McpServer>(&mcp_put, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{mcp_set:?}"));
+    let merge_patch =
+        merge::parse::<McpServer>(&mcp_patch, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{merge_patch:?}"));
+    if let Some((set, remove)) = merge_patch.as_update() {
+        shown.push(format!("{set:?} {remove:?}"));
+    }
+    let merged = merge::apply::<McpServer>(&merge_patch, &Default::default(), Policy::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{:?}", merged.set));
+
+    let key = Key {
+        project_id: Some("p".into()),
+        id: "m".into(),
+    };
+    let update = Update {
+        table: McpServer::TABLE,
+        key: key.clone(),
+        set: mcp_set.clone(),
+        remove: Vec::new(),
+        expected_versions: None,
+        none_match: None,
+        unmodified_before: None,
+        now: "2026-11-26T00:00:00.000Z".into(),
+        write_id: Update::new_write_id(),
+        fields: McpServer::FIELDS,
+        updated_by: None,
+        budget: agent_server_shared::budget::TIME_BUDGET,
+        data_key: None,
+    };
+    shown.push(format!("{update:?} {:?}", update.conditions()));
+
+    // Errors: a secret that breaks its rule, a header value that does.
+    let bad_key = json!({"api_key": format!("{SENTINEL} with space")});
+    let bad_key = request::json_body(
+        &Event::put(Route::ApiKeys, "k", None).json(&bad_key).request(),
+        BodyKind::Update,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = patch::parse::<ApiKey>(&bad_key, Policy::default()).err();
+    shown.push(format!(
+        "{error:?} {}",
+        error.as_ref().map(ToString::to_string).unwrap_or_default()
+    ));
+    let bad_header = json!({"headers": {"A": format!("{HEADER_SENTINEL}\n")}});
+    let bad_header = request::json_body(
+        &Event::put(Route::McpServers, "m", Some("p"))
+            .json(&bad_header)
+            .request(),
+        BodyKind::Update,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = patch::parse::<McpServer>(&bad_header, Policy::default()).err();
+    shown.push(format!("{error:?}"));
+    let error = merge::parse::<McpServer>(&bad_header, Policy::default()).err();
+    shown.push(format!("{error:?}"));
+
+    // Sealing: the outcome, its data key, and the errors.
+    let sealer = integration_tests::memory_sealer();
+    let mut to_seal = mcp_set.clone();
+    let sealed = seal::seal_request(
+        Some(&sealer),
+        McpServer::FIELDS,
+        &key,
+        &mut to_seal,
+        agent_server_shared::budget::TIME_BUDGET,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    shown.push(format!("{sealed:?} {to_seal:?}"));
+    shown.push(format!("{:?}", SealError::NotConfigured));
+
+    for text in &shown {
+        assert!(!text.contains("SENTINEL"), "a structure shows a secret: {text}");
+    }
+    // The names are still there to debug by.
+    assert!(
+        shown[0].contains("api_key") && shown[3].contains("api_key"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.iter().filter(|text| text.contains("headers")).count() >= 5,
+        "{shown:?}"
+    );
+}

@@ -82,7 +82,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
     Update {
         table: route.table(),
         key,
-        set,
+        set: set.into(),
         remove: Vec::new(),
         expected_versions: None,
         none_match: None,

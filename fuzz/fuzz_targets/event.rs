@@ -7,7 +7,11 @@
 //! Beyond "never panics": every answer is the envelope, its `status` is the
 //! HTTP status, it is never a 500 (the store cannot fail here, so a 500
 //! could only come from the input), and no answer carries the stored
-//! `api_key`. The memory bound is libFuzzer's (`-rss_limit_mb`,
+//! `api_key`. A `PATCH` event (a merge patch) is applied to a stored record
+//! the input shapes too: its body, sent first as a `PUT`, sets the record's
+//! fields where the rules accept it; after a 200 every field of the stored
+//! record still passes the rules a `PUT` is held to (every limit holds on
+//! the merged result). The memory bound is libFuzzer's (`-rss_limit_mb`,
 //! `-malloc_limit_mb` in `make fuzz`).
 
 #![no_main]
@@ -15,7 +19,8 @@
 use std::sync::OnceLock;
 
 use agent_server_shared::rules::Policy;
-use integration_tests::{Route, memory_app};
+use agent_server_shared::patch;
+use integration_tests::{Route, memory_app, stored_json};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -49,6 +54,14 @@ fuzz_target!(|data: &[u8]| {
     for route in Route::ALL {
         let app = memory_app(Policy::default());
         app.store.put(route.table(), route.item(&project, &id));
+        let is_patch = event["requestContext"]["http"]["method"] == "PATCH";
+        if is_patch {
+            // The stored record, shaped by the input: its body as a PUT.
+            let mut put = event.clone();
+            put["requestContext"]["http"]["method"] = Value::from("PUT");
+            put["headers"]["content-type"] = Value::from("application/json");
+            runtime().block_on(route.respond(&app, put));
+        }
         let response = runtime().block_on(route.respond(&app, event.clone()));
         let status = response.status_code;
         assert!(status != 500, "{route:?}: 500 for input");
@@ -71,5 +84,30 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         assert!(!text.contains(STORED_SECRET), "{route:?}: the stored api_key in {text}");
+        if is_patch && status == 200 {
+            // Every limit holds on what was stored: each settable field of
+            // the record passes the PUT rules.
+            let key = agent_server_shared::store::Key {
+                project_id: route.scoped().then(|| project.clone()),
+                id: id.clone(),
+            };
+            let stored = app.store.get(route.table(), &key).expect("the record");
+            let fields: serde_json::Map<String, Value> = route
+                .fields()
+                .iter()
+                // Settable and shown: every field but the write-only api_key.
+                .filter(|field| field.rule().is_some() && field.is_kept_and_shown())
+                .filter(|field| stored.get(field.name).is_some())
+                .map(|field| (field.name.to_string(), stored_json(&stored, field.name)))
+                .collect();
+            if !fields.is_empty() {
+                let checked = match route {
+                    Route::ApiKeys => patch::parse::<agent_server_shared::ApiKey>(&fields, Policy::default()).map(drop),
+                    Route::McpServers => patch::parse::<agent_server_shared::McpServer>(&fields, Policy::default()).map(drop),
+                    Route::Models => patch::parse::<agent_server_shared::Model>(&fields, Policy::default()).map(drop),
+                };
+                assert!(checked.is_ok(), "{route:?}: a PATCH stored what the rules refuse: {checked:?}");
+            }
+        }
     }
 });

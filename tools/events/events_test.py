@@ -131,16 +131,17 @@ def now_rfc3339():
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
-def put(path, body, query=None, if_match=None, token=None):
-    """PUT through the API: (status, ETag version or None, parsed envelope)."""
+def put(path, body, query=None, if_match=None, token=None, method="PUT"):
+    """PUT (or PATCH, a merge patch) through the API: (status, ETag version or
+    None, parsed envelope)."""
     url = os.environ["API_URL"].rstrip("/") + path + (f"?project_id={query}" if query else "")
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/merge-patch+json" if method == "PATCH" else "application/json"}
     token = token or os.environ.get("API_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if if_match is not None:
         headers["If-Match"] = if_match
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="PUT")
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             status, etag, text = response.status, response.headers.get("ETag"), response.read()
@@ -297,12 +298,12 @@ def main():
     sealed = {}  # record id -> the sealed api_key (base64), as the table holds it
     caller = subject_of(os.environ["API_TOKEN"]) if os.environ.get("API_TOKEN") else None
 
-    def updated(table, record_id, body, project=None, if_match=None, fields=None, token=None):
+    def updated(table, record_id, body, project=None, if_match=None, fields=None, token=None, method="PUT"):
         """A 200 and its one MODIFY record, announced as expected."""
         def run():
             if caller is None:
                 raise Failed("API_TOKEN is not set: the test cannot know the caller (scripts/with-local-api.sh sets it)")
-            status, version, envelope = put(ROUTES[table] + record_id, body, project, if_match, token)
+            status, version, envelope = put(ROUTES[table] + record_id, body, project, if_match, token, method)
             if status != 200:
                 raise Failed(f"status {status}, expected 200: {json.dumps(envelope)}")
             if version is None:
@@ -333,6 +334,14 @@ def main():
                 if "api_key" not in body and sealed.get(record_id) not in (None, stored["B"]):
                     raise Failed("a write that did not set api_key changed the sealed value")
                 sealed[record_id] = stored["B"]
+            if table == "McpServersTable":
+                # Header names readable, values sealed: the stream record
+                # holds no header value, and the event none of its bytes.
+                members = image.get("headers", {}).get("M", {})
+                if not members or any(set(value) != {"B"} for value in members.values()):
+                    raise Failed(f"headers are stored as {json.dumps(image.get('headers'))[:200]}, not sealed (M of B)")
+                if HEADER_VALUE in json.dumps(records[0]):
+                    raise Failed("a header value is in the stream record in plain text")
             who = principal_form(subject_of(token) if token else caller)
             expected = {"id": record_id, "version": version, "updated_at": envelope["data"]["updated_at"],
                         "updated_by": who, "updated_fields": [sorted(body)]}
@@ -394,10 +403,19 @@ def main():
     step("200 on an MCP server (secret header, endpoint)",
          updated("McpServersTable", MCP_SERVER_ID,
                  {"headers": {"Authorization": HEADER_VALUE, HEADER_NAME: "1"}, "endpoint": ENDPOINT},
-                 project=PROJECT_ID, fields={"headers": HEADER_VALUE, "endpoint": ENDPOINT}))
+                 project=PROJECT_ID, fields={"headers": HEADER_NAME, "endpoint": ENDPOINT}))
+    step("200 on an MCP server by PATCH (one header rotated: the others kept, all sealed)",
+         updated("McpServersTable", MCP_SERVER_ID, {"headers": {"authorization": HEADER_VALUE + "-2"}},
+                 project=PROJECT_ID, fields={"headers": HEADER_NAME}, method="PATCH"))
     step("200 on a model (name, parameters)",
          updated("ModelsTable", MODEL_ID, {"name": NAME, "parameters": {"temperature": 0.5, "note": PARAMETER}},
                  project=PROJECT_ID, fields={"name": NAME, "parameters": PARAMETER}))
+    step("200 on a model by PATCH (one parameter changed, one removed; updated_fields [parameters])",
+         updated("ModelsTable", MODEL_ID, {"parameters": {"temperature": 0.7, "note": None}}, project=PROJECT_ID,
+                 fields={"parameters": "0.7"}, method="PATCH"))
+    step("200 on a model by PATCH (one parameter changed, one removed; updated_fields [parameters])",
+         updated("ModelsTable", MODEL_ID, {"parameters": {"temperature": 0.7, "note": None}}, project=PROJECT_ID,
+                 fields={"parameters": "0.7"}, method="PATCH"))
     step("200 on a model with the current If-Match",
          updated("ModelsTable", MODEL_ID, {"model_id": "claude-sonnet-4-5"}, project=PROJECT_ID,
                  if_match=f'"{versions.get(("ModelsTable", MODEL_ID), 1)}"'))

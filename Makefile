@@ -155,7 +155,7 @@ lambda-test: $(TOOLS) $(CLIENT_TOOLS) $(DOCS_TOOLS) dynamodb-local ## The accept
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
-	cargo build --locked --release -p update-model -p update-api-key
+	cargo build --locked --release -p update-model -p update-api-key -p update-mcp-server
 	cargo build --locked --release --manifest-path bench/Cargo.toml
 	DYNAMODB_LOCAL_JAVA_OPTS= bench/target/release/bench $(BENCH_ARGS)
 	cargo bench --locked --manifest-path bench/Cargo.toml --bench cpu_path

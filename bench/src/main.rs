@@ -48,6 +48,9 @@ const PRICE_REQUEST: f64 = 0.000_000_2;
 /// Share of requests that are cold starts, for the cost table (AWS's own
 /// analysis of production workloads: cold starts in under 1% of invocations).
 const COLD_SHARE: f64 = 0.01;
+/// AWS KMS, US East (N. Virginia): per request to a customer managed key
+/// (aws.amazon.com/kms/pricing: $0.03 per 10,000 requests).
+const PRICE_KMS_REQUEST: f64 = 0.000_003;
 
 /// UpdateItems sent to DynamoDB Local before the first measurement.
 const WARM_UP_REQUESTS: usize = 3_000;
@@ -132,6 +135,9 @@ struct Subject {
     /// Whether it is the API-key function or the KMS floor: it gets the API
     /// keys' table, the secrets key and the KMS endpoint.
     kms: bool,
+    /// Whether it is the MCP-server function: it gets the MCP servers'
+    /// table, the secrets key and the KMS endpoint.
+    mcp: bool,
 }
 
 /// What one subject measured in one setup.
@@ -302,6 +308,7 @@ async fn run(options: Options) -> Result<(), String> {
             envelope: true,
             event: None,
             kms: false,
+            mcp: false,
         },
         rust("raw UpdateItem function (Rust)", floors.join("raw-update"), true),
         api_key_subject("update-api-key, no api_key (Rust)", release.join("update-api-key"), plain_key),
@@ -310,7 +317,30 @@ async fn run(options: Options) -> Result<(), String> {
             kms: true,
             ..rust("raw Encrypt function (Rust)", floors.join("raw-encrypt"), true)
         },
+        mcp_subject(
+            "update-mcp-server, rename, headers stored plain (Rust)",
+            release.join("update-mcp-server"),
+            mcp_event(&root, MCP_PLAIN, &serde_json::json!({"name": "Renamed"}))?,
+        ),
+        mcp_subject(
+            "update-mcp-server, rename, headers sealed (Rust)",
+            release.join("update-mcp-server"),
+            mcp_event(&root, MCP_SEALED, &serde_json::json!({"name": "Renamed"}))?,
+        ),
+        mcp_subject(
+            "update-mcp-server, sets headers (Rust)",
+            release.join("update-mcp-server"),
+            mcp_event(
+                &root,
+                MCP_HEADERS,
+                &serde_json::json!({"headers": {
+                    "Authorization": format!("Bearer {}", agent_server_bench::SEALED_KEY),
+                    "X-Api-Key": agent_server_bench::SEALED_KEY,
+                }}),
+            )?,
+        ),
     ];
+    mcp_records(&dynamo, &kms).await?;
     for (name, path) in &options.also {
         subjects.push(rust(name, path.clone(), true));
     }
@@ -413,7 +443,63 @@ fn rust(name: &str, program: PathBuf, envelope: bool) -> Subject {
         envelope,
         event: None,
         kms: false,
+        mcp: false,
     }
+}
+
+/// `update-mcp-server` with `event`.
+fn mcp_subject(name: &str, program: PathBuf, event: String) -> Subject {
+    Subject {
+        event: Some(event),
+        mcp: true,
+        ..rust(name, program, true)
+    }
+}
+
+/// The MCP records the MCP subjects update, each in the sample project: one
+/// whose headers were stored before sealing (plain), one whose headers are
+/// sealed under `kms`'s key as the API seals them, and one the headers
+/// subject writes.
+const MCP_PLAIN: &str = "6f000000-0000-4000-8000-000000000001";
+const MCP_SEALED: &str = "6f000000-0000-4000-8000-000000000002";
+const MCP_HEADERS: &str = "6f000000-0000-4000-8000-000000000003";
+
+async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal) -> Result<(), String> {
+    use agent_server_shared::Table;
+    for id in [MCP_PLAIN, MCP_SEALED, MCP_HEADERS] {
+        let mut item = integration_tests::Route::McpServers.item(local_api::samples::PROJECT_ID, id);
+        item.insert(
+            "headers".into(),
+            agent_server_shared::item::to_attribute(&serde_json::json!({
+                "Authorization": format!("Bearer {}", agent_server_bench::SEALED_KEY),
+                "X-Api-Key": agent_server_bench::SEALED_KEY,
+            })),
+        );
+        if id == MCP_SEALED {
+            agent_server_shared::seal::seal_stored(&kms.sealer(), Table::McpServers, Table::McpServers.fields(), &mut item)
+                .await
+                .map_err(|e| format!("sealing the bench's MCP record: {e}"))?;
+        }
+        dynamo
+            .put_item()
+            .table_name(TableNames::default().name(Table::McpServers))
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| format!("storing the bench's MCP record: {e:?}"))?;
+    }
+    Ok(())
+}
+
+/// The MCP sample event for record `id` with `body`.
+fn mcp_event(root: &Path, id: &str, body: &serde_json::Value) -> Result<String, String> {
+    let path = root.join("events/update-mcp-server/200-new-endpoint-and-headers.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let sample = local_api::samples::MCP_SERVER_ID;
+    let text = text.replace(sample, id);
+    let mut event: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    event["body"] = serde_json::Value::from(body.to_string());
+    Ok(event.to_string())
 }
 
 /// `update-api-key` on the sample key, with `event` (one sets `api_key`).
@@ -544,6 +630,16 @@ async fn measure(
             .env_remove("MODELS_TABLE")
             .env("AWS_LAMBDA_FUNCTION_NAME", "update-api-key")
             .env("API_KEYS_TABLE", "agent-server-api-keys")
+            .env("SECRETS_KEY_ID", key_id)
+            .env("AWS_ENDPOINT_URL_KMS", kms_endpoint);
+    }
+    if subject.mcp {
+        // As template.yaml configures the MCP-server function.
+        command
+            .env_remove("MODELS_TABLE")
+            .env("AWS_LAMBDA_FUNCTION_NAME", "update-mcp-server")
+            .env("MCP_SERVERS_TABLE", "agent-server-mcp-servers")
+            .env("ALLOW_PRIVATE_ENDPOINTS", "true")
             .env("SECRETS_KEY_ID", key_id)
             .env("AWS_ENDPOINT_URL_KMS", kms_endpoint);
     }
@@ -895,6 +991,34 @@ fn targets(results: &[SetupResult]) -> String {
         1.0,
         "≤ 1",
     );
+    let plain_mcp = primary.and_then(|m| find(m, "update-mcp-server, rename, headers stored plain"));
+    let sealed_mcp = primary.and_then(|m| find(m, "update-mcp-server, rename, headers sealed"));
+    let headers_mcp = primary.and_then(|m| find(m, "update-mcp-server, sets headers"));
+    let warm = |m: &Measured| Summary::of(&m.warm_ms).median;
+    for (what, subject) in [("rename of a sealed record", sealed_mcp), ("PUT setting headers", headers_mcp)] {
+        row(
+            &format!("MCP {what}: cold request / the same function's cold rename of an unsealed record"),
+            subject.zip(plain_mcp).map(|(s, p)| {
+                let ratio = cold(s) / cold(p);
+                (ratio, format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)))
+            }),
+            1.5,
+            "≤ 1.5",
+        );
+        row(
+            &format!("MCP {what}: warm − unsealed rename warm, over a bare warm KMS call + a bare warm UpdateItem"),
+            subject.zip(plain_mcp).zip(encrypt.zip(raw)).map(|((s, p), (e, r))| {
+                let added = warm(s) - warm(p);
+                let allowed = warm(e) + warm(r);
+                (
+                    added / allowed,
+                    format!("{:.2} ({added:.2} ms added against {allowed:.2} ms)", added / allowed),
+                )
+            }),
+            1.0,
+            "≤ 1",
+        );
+    }
     out.push('\n');
     out
 }
@@ -913,8 +1037,8 @@ fn costs(results: &[SetupResult]) -> String {
         "Cost per million requests, arm64, US East (N. Virginia) prices (${PRICE_GB_SECOND} per GB-second, \
          ${:.2} per million requests); warm = every request warm; with cold starts = {:.0}% of requests \
          cold, each billed init + first invocation (custom runtimes' init is billed):\n\n\
-         | memory | implementation | billed warm duration | billed cold request | warm | with cold starts |\n\
-         |---|---|---|---|---|---|\n",
+         | memory | implementation | billed warm duration | billed cold request | KMS calls | warm | with cold starts |\n\
+         |---|---|---|---|---|---|---|\n",
         PRICE_REQUEST * 1e6,
         COLD_SHARE * 100.0
     );
@@ -926,17 +1050,27 @@ fn costs(results: &[SetupResult]) -> String {
             continue;
         };
         let gb = memory as f64 / 1024.0;
-        for m in measured
-            .iter()
-            .filter(|m| m.name.starts_with("update-model") || m.name.starts_with("Python"))
-        {
+        for m in measured.iter().filter(|m| {
+            ["update-model", "Python", "update-api-key", "update-mcp-server"]
+                .iter()
+                .any(|prefix| m.name.starts_with(prefix))
+        }) {
             let warm = billed_ms(&m.warm_ms);
             let cold = billed_ms(&m.cold_ms());
-            let per_million = |ms: f64| 1e6 * (PRICE_REQUEST + PRICE_GB_SECOND * gb * ms / 1000.0);
+            // One KMS call per request where the request seals or opens a
+            // secret; none otherwise (and none at warm-up's DescribeKey,
+            // once per instance: below a cent per million requests).
+            let kms_calls = ["seals api_key", "headers sealed", "sets headers"]
+                .iter()
+                .any(|case| m.name.contains(case)) as u8;
+            let per_million = |ms: f64| {
+                1e6 * (PRICE_REQUEST + PRICE_GB_SECOND * gb * ms / 1000.0 + f64::from(kms_calls) * PRICE_KMS_REQUEST)
+            };
             let mixed = (1.0 - COLD_SHARE) * per_million(warm) + COLD_SHARE * per_million(cold);
             out.push_str(&format!(
-                "| {memory} MB | {} | {warm:.2} ms | {cold:.1} ms | ${:.3} | ${mixed:.3} |\n",
+                "| {memory} MB | {} | {warm:.2} ms | {cold:.1} ms | {kms_calls} (${:.2}) | ${:.3} | ${mixed:.3} |\n",
                 m.name,
+                f64::from(kms_calls) * PRICE_KMS_REQUEST * 1e6,
                 per_million(warm)
             ));
         }

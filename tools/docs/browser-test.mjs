@@ -9,7 +9,7 @@
 //   CHROMIUM       the browser (default: chromium on PATH)
 //
 // It fails, with a screenshot of the moment, unless: the page renders the
-// three operations; no request leaves loopback (each is recorded, and one
+// six operations (PUT and PATCH on each path); no request leaves loopback (each is recorded, and one
 // that would leave is aborted); the page logs no error (a blocked resource,
 // a content-policy violation); "Try it out" with the all-projects token
 // pasted into the Authorize dialog updates the sample model (200, the
@@ -38,7 +38,7 @@ const SAMPLE_PROJECT = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const SAMPLE_MODEL = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
 const OTHER_PROJECT = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
 const OTHER_MODEL = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
-const OPERATIONS = ["updateApiKey", "updateMcpServer", "updateModel"];
+const OPERATIONS = ["updateApiKey", "patchApiKey", "updateMcpServer", "patchMcpServer", "updateModel", "patchModel"];
 const TIMEOUT = 30_000;
 
 const loopback = (url) => {
@@ -101,23 +101,26 @@ try {
   });
   page.on("pageerror", (error) => fail(`the page threw: ${error.message}`));
 
-  // The page renders: all three operations, under their paths.
+  // The page renders: every operation (PUT and PATCH on each of the three
+  // paths), under its path.
   const response = await page.goto(`${apiUrl}/docs`, { waitUntil: "networkidle0" });
   check(response?.status() === 200, `GET /docs is 200 (${response?.status()})`);
   for (const operation of OPERATIONS) {
     await page.waitForSelector(`#operations-default-${operation}`, { visible: true });
   }
-  const rendered = await page.$$eval(".opblock .opblock-summary-path", (paths) =>
-    paths.map((path) => path.getAttribute("data-path")),
+  const rendered = await page.$$eval(".opblock", (blocks) =>
+    blocks.map(
+      (block) =>
+        `${block.querySelector(".opblock-summary-method")?.textContent} ` +
+        `${block.querySelector(".opblock-summary-path")?.getAttribute("data-path")}`,
+    ),
+  );
+  const expected = ["api-keys", "mcp-servers", "models"].flatMap((collection) =>
+    ["PATCH", "PUT"].map((method) => `${method} /api/agent-server/${collection}/{id}`),
   );
   check(
-    JSON.stringify(rendered.sort()) ===
-      JSON.stringify([
-        "/api/agent-server/api-keys/{id}",
-        "/api/agent-server/mcp-servers/{id}",
-        "/api/agent-server/models/{id}",
-      ]),
-    `the three operations render: ${rendered.join(", ")}`,
+    JSON.stringify(rendered.sort()) === JSON.stringify(expected.sort()),
+    `the six operations render: ${rendered.join(", ")}`,
   );
   const title = await page.$eval(".info .title", (node) => node.textContent);
   check(title.includes("Agent Server update API"), `the title renders: ${title}`);

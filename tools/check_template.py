@@ -1064,6 +1064,20 @@ def check_change_events(template):
                 watched = True
     if not watched:
         problems.append(f"no alarm fires when {CHANGE_DLQ} holds a message (ApproximateNumberOfMessagesVisible > 0)")
+    failing = set()
+    for alarm in raw.values():
+        properties = alarm.get("Properties", {})
+        if (alarm.get("Type") != "AWS::CloudWatch::Alarm" or alarm.get("Condition") != CHANGE_CONDITION
+                or properties.get("ComparisonOperator") != "GreaterThanThreshold" or properties.get("Threshold") != 0):
+            continue
+        for namespace, metric, statistic, dimensions in alarm_metrics(properties):
+            if (namespace, metric, statistic) == ("AWS/EventBridge/Pipes", "ExecutionFailed", "Sum"):
+                failing.update(json.dumps(d.get("Value"), sort_keys=True) for d in dimensions
+                               if d.get("Name") == "PipeName")
+    for pipe, _, _, _ in CHANGE_PIPES.values():
+        if json.dumps({"Ref": pipe}) not in failing:
+            problems.append(f"no alarm fires when {pipe} fails an execution (AWS/EventBridge/Pipes ExecutionFailed, "
+                            f"Sum > 0, with {CHANGE_CONDITION})")
     outputs = template.get("Outputs", {})
     for output in ("ChangeEventBusName", "ChangeEventBusArn", "ChangeEventRuleExample"):
         if output not in outputs:
@@ -1079,9 +1093,12 @@ def check_change_events(template):
 
 
 # The audit trail (PublishChangeEvents only): a rule on the change bus that
-# logs every change event (no replay) whole to the audit log group, which
-# EventBridge may write to under the group's resource policy, and an archive
-# of the same events; both keep them AuditRetentionDays (0: for ever).
+# logs every change event (no replay) whole to the audit log group, named by
+# the group's own ARN (the Arn attribute ends in :*, a target that deploys
+# and never delivers), which EventBridge and the log-delivery service may
+# write to under the group's resource policy (AWS's documented example), an
+# alarm on the rule's failed deliveries, and an archive of the same events;
+# both keep them AuditRetentionDays (0: for ever).
 AUDIT_LOGS = "ChangeAuditLogs"
 AUDIT_POLICY = "ChangeAuditLogsPolicy"
 AUDIT_RULE = "ChangeAuditRule"
@@ -1091,6 +1108,11 @@ AUDIT_PATTERN = {"source": [EVENT_SOURCE], "replay-name": [{"exists": False}]}
 LOG_RETENTION_DAYS = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653]
 AUDIT_OUTPUTS = {"ChangeAuditLogGroupName": {"Ref": AUDIT_LOGS}, "ChangeEventArchiveName": {"Ref": AUDIT_ARCHIVE}}
+AUDIT_TARGET = {"Fn::Sub": f"arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:${{{AUDIT_LOGS}}}"}
+AUDIT_WRITERS = ["delivery.logs.amazonaws.com", "events.amazonaws.com"]
+# The rule's FailedInvocations, as CloudWatch names a custom bus's rule.
+AUDIT_DIMENSIONS = [{"Name": "EventBusName", "Value": {"Ref": CHANGE_BUS}},
+                    {"Name": "RuleName", "Value": {"Fn::Select": [2, {"Fn::Split": ["/", {"Fn::GetAtt": [AUDIT_RULE, "Arn"]}]}]}}]
 
 
 def sub_text(value):
@@ -1121,8 +1143,10 @@ def check_audit_policy(raw):
         if statement.get("Effect") != "Allow":
             continue
         principal = statement.get("Principal")
-        if principal != {"Service": "events.amazonaws.com"}:
-            problems.append(f"{AUDIT_POLICY} lets {json.dumps(principal)} write, not only EventBridge")
+        services = principal.get("Service") if isinstance(principal, dict) and list(principal) == ["Service"] else None
+        if not isinstance(services, (str, list)) or sorted(as_list(services)) != AUDIT_WRITERS:
+            problems.append(f"{AUDIT_POLICY} lets {json.dumps(principal)} write, not exactly EventBridge and the "
+                            f"log-delivery service {AUDIT_WRITERS} (AWS's documented example)")
         for action in as_list(statement.get("Action", [])):
             if action not in expected:
                 problems.append(f"{AUDIT_POLICY} allows {action}, which EventBridge does not need")
@@ -1196,10 +1220,22 @@ def check_audit_trail(template):
     if rule.get("State", "ENABLED") != "ENABLED":
         problems.append(f"{AUDIT_RULE} is {rule.get('State')}")
     targets = rule.get("Targets", [])
-    if (len(targets) != 1 or targets[0].get("Arn") != {"Fn::GetAtt": [AUDIT_LOGS, "Arn"]}
-            or set(targets[0]) - {"Id", "Arn", "RetryPolicy", "DeadLetterConfig"}):
+    if (len(targets) != 1 or set(targets[0]) - {"Id", "Arn", "RetryPolicy", "DeadLetterConfig"}
+            or "Fn::GetAtt" not in json.dumps(targets[0].get("Arn")) and targets[0].get("Arn") != AUDIT_TARGET):
         problems.append(f"{AUDIT_RULE} must deliver each event whole (no Input, InputPath, InputTransformer, "
                         f"RoleArn) to {AUDIT_LOGS} only, delivers to {json.dumps(targets)}")
+    elif targets[0].get("Arn") != AUDIT_TARGET:
+        problems.append(f"{AUDIT_RULE}'s target must be {AUDIT_LOGS}'s own ARN {json.dumps(AUDIT_TARGET)}, without "
+                        f"the :* its Arn attribute ends in, is {json.dumps(targets[0].get('Arn'))}")
+    if not any(r.get("Type") == "AWS::CloudWatch::Alarm" and r.get("Condition") == CHANGE_CONDITION
+               and r.get("Properties", {}).get("ComparisonOperator") == "GreaterThanThreshold"
+               and r.get("Properties", {}).get("Threshold") == 0
+               and any((namespace, metric, statistic) == ("AWS/Events", "FailedInvocations", "Sum")
+                       and json.loads(json.dumps(dimensions)) == AUDIT_DIMENSIONS
+                       for namespace, metric, statistic, dimensions in alarm_metrics(r.get("Properties", {})))
+               for r in raw.values()):
+        problems.append(f"no alarm fires when {AUDIT_RULE} fails to deliver (AWS/Events FailedInvocations, Sum > 0, "
+                        f"dimensions {json.dumps(AUDIT_DIMENSIONS)}, with {CHANGE_CONDITION})")
     outputs = template.get("Outputs", {})
     for output, value in AUDIT_OUTPUTS.items():
         if outputs.get(output, {}).get("Value") != value or outputs.get(output, {}).get("Condition") != CHANGE_CONDITION:
@@ -1597,7 +1633,34 @@ BREAKAGES = [
      "not only under"),
     ("a resource policy for anyone", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
         "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace('"events.amazonaws.com"', '"*"', 1)}),
-     "not only EventBridge"),
+     "not exactly EventBridge"),
+    ("a resource policy without the log-delivery service", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace(
+            ', "delivery.logs.amazonaws.com"', "", 1)}), "not exactly EventBridge"),
+    ("a resource policy for EventBridge alone", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace(
+            '["events.amazonaws.com", "delivery.logs.amazonaws.com"]', '"events.amazonaws.com"')}),
+     "not exactly EventBridge"),
+    ("an audit target ending in :*", lambda t: _resource(t, AUDIT_RULE)["Targets"][0].update(
+        Arn={"Fn::GetAtt": [AUDIT_LOGS, "Arn"]}), "own ARN"),
+    ("an audit target in another group", lambda t: _resource(t, AUDIT_RULE)["Targets"][0].update(
+        Arn={"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/events/x"}),
+     "deliver each event whole"),
+    ("no audit delivery alarm", lambda t: t["Resources"].pop("ChangeAuditFailedAlarm"), "fails to deliver"),
+    ("an audit alarm on the default bus", lambda t: _resource(t, "ChangeAuditFailedAlarm")["Dimensions"].pop(0),
+     "fails to deliver"),
+    ("an audit alarm on successes", lambda t: _resource(t, "ChangeAuditFailedAlarm").update(MetricName="Invocations"),
+     "fails to deliver"),
+    ("a silent audit alarm", lambda t: _resource(t, "ChangeAuditFailedAlarm").update(AlarmActions=[]),
+     "does not notify AlarmTopic"),
+    ("the audit alarm off the dashboard", lambda t: _edit_dashboard(t, ', "${ChangeAuditFailedAlarm.Arn}"', ""),
+     "every alarm"),
+    ("no pipe failure alarm", lambda t: t["Resources"].pop("ChangeEventPipesFailedAlarm"), "fails an execution"),
+    ("one pipe's failures unwatched", lambda t: _resource(t, "ChangeEventPipesFailedAlarm")["Metrics"][3][
+        "MetricStat"]["Metric"].update(Dimensions=[{"Name": "PipeName", "Value": {"Ref": "McpServersChangePipe"}}]),
+     "ModelsChangePipe fails an execution"),
+    ("the pipe alarm off the dashboard", lambda t: _edit_dashboard(t, ', "${ChangeEventPipesFailedAlarm.Arn}"', ""),
+     "every alarm"),
     ("no archive output", lambda t: t["Outputs"].pop("ChangeEventArchiveName"), "output ChangeEventArchiveName"),
     ("no METRICS_NAMESPACE", lambda t: t["Globals"]["Function"]["Environment"]["Variables"].pop("METRICS_NAMESPACE"),
      "METRICS_NAMESPACE"),
@@ -1712,8 +1775,9 @@ def main():
         "have deletion protection and reserved concurrency follows its parameter; the dashboard shows every "
         "route's metrics, latency, cold starts, throttles, capacity and alarms; each table's change-event pipe "
         f"publishes MODIFYs only, with an allow-listed detail, under a role that may only read its stream "
-        f"and publish, as events.schema.json describes, and an audit log group and an archive keep every "
-        f"change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
+        f"and publish, as events.schema.json describes, with an alarm on failed pipe executions, and an audit "
+        f"log group (the rule's target its own ARN, under AWS's documented resource policy, failed deliveries "
+        f"alarmed) and an archive keep every change event; api_key is sealed under a key of its own that no function may decrypt ({len(CHANGE_EVENT_BREAKAGES) + len(SCHEMA_BREAKAGES) + len(BREAKAGES)} "
         "ways of breaking that are caught)"
     )
 

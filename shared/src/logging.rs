@@ -163,7 +163,11 @@ where
             let mut now = String::new();
             SystemTime.format_time(&mut Writer::new(&mut now))?;
             let now = serde_json::to_string(&now).map_err(|_| fmt::Error)?;
-            write!(writer, "{{\"timestamp\":{now},\"level\":\"{}\"", self.metrics_level)?;
+            write!(
+                writer,
+                "{{\"timestamp\":{now},\"level\":\"{}\"",
+                self.metrics_level
+            )?;
             if !members.is_empty() {
                 write!(writer, ",{members}")?;
             }
@@ -416,7 +420,9 @@ mod tests {
         });
         let text = lines.text();
         let (head, rest) = text.split_at(text.find(",\"level\"").unwrap_or(0));
-        let timestamp = head.strip_prefix("{\"timestamp\":\"").and_then(|t| t.strip_suffix('"'));
+        let timestamp = head
+            .strip_prefix("{\"timestamp\":\"")
+            .and_then(|t| t.strip_suffix('"'));
         assert!(
             timestamp.is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok()),
             "{text}"

@@ -56,8 +56,9 @@ dead-letter queue. The audit trail exists with them: a rule on the bus
 logs every change event (no replay), whole, to an audit log group (retained,
 unnamed; the archive is not retained, its managed rule would keep the bus)
 that
-EventBridge may write to under the group's resource policy (PutLogEvents for
-that rule only), and an archive of the bus keeps the same events; both for
+EventBridge and the log-delivery service may write to under the group's
+resource policy (AWS's example, no condition; the rule's target the group's
+own ARN, its failures alarmed), and an archive of the bus keeps the same events; both for
 AuditRetentionDays (0, for ever, leaves the group's RetentionInDays out;
 the parameter allows only values both accept), and outputs name them.
 
@@ -1096,7 +1097,8 @@ def check_change_events(template):
 # logs every change event (no replay) whole to the audit log group, named by
 # the group's own ARN (the Arn attribute ends in :*, a target that deploys
 # and never delivers), which EventBridge and the log-delivery service may
-# write to under the group's resource policy (AWS's documented example), an
+# write to under the group's resource policy (AWS's documented example, no
+# condition), an
 # alarm on the rule's failed deliveries, and an archive of the same events;
 # both keep them AuditRetentionDays (0: for ever).
 AUDIT_LOGS = "ChangeAuditLogs"
@@ -1135,10 +1137,9 @@ def check_audit_policy(raw):
         return [f"{AUDIT_POLICY}'s PolicyDocument must be a JSON policy in an Fn::Sub string"]
     problems, granted = [], set()
     group = f"${{{AUDIT_LOGS}.Arn}}"
-    expected = {
-        "logs:CreateLogStream": None,
-        "logs:PutLogEvents": {"ArnEquals": {"aws:SourceArn": f"${{{AUDIT_RULE}.Arn}}"}},
-    }
+    # No condition, as in AWS's example: one the log-delivery service's
+    # calls do not meet would leave the group empty.
+    expected = {"logs:CreateLogStream": None, "logs:PutLogEvents": None}
     for statement in as_list(document.get("Statement", [])):
         if statement.get("Effect") != "Allow":
             continue
@@ -1627,10 +1628,14 @@ BREAKAGES = [
     ("a resource policy for every group", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
         "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace("${ChangeAuditLogs.Arn}", "*")}),
      "not only on"),
-    ("a resource policy for any rule", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+    ("a resource policy under a condition", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
         "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace(
-            ', "Condition": {"ArnEquals": {"aws:SourceArn": "${ChangeAuditRule.Arn}"}}', "")}),
+            '"Resource": "${ChangeAuditLogs.Arn}"}',
+            '"Resource": "${ChangeAuditLogs.Arn}", "Condition": {"ArnEquals": {"aws:SourceArn": "${ChangeAuditRule.Arn}"}}}')}),
      "not only under"),
+    ("a resource policy without PutLogEvents", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
+        "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace(', "logs:PutLogEvents"', "")}),
+     "does not let EventBridge"),
     ("a resource policy for anyone", lambda t: _resource(t, AUDIT_POLICY).update(PolicyDocument={
         "Fn::Sub": _resource(t, AUDIT_POLICY)["PolicyDocument"]["Fn::Sub"].replace('"events.amazonaws.com"', '"*"', 1)}),
      "not exactly EventBridge"),

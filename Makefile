@@ -96,11 +96,21 @@ events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its funct
 	$(BUILD)
 	scripts/events-rie-test.sh
 
-validate: $(TOOLS) $(GUARD_STAMP) ## cfn-lint, sam validate --lint, the template's auth and IAM checks, its Guard rules and their tests, OpenAPI 3.1 validation
-	$(VENV)/bin/cfn-lint template.yaml
+validate: $(TOOLS) $(GUARD_STAMP) ## cfn-lint (with the dashboard rule), sam validate --lint, the template's Guard rules, the change events' templates, each rule's cases, OpenAPI 3.1 validation
+	$(VENV)/bin/cfn-lint template.yaml --append-rules tools/lint
 	$(VENV)/bin/sam validate --lint --region us-east-1
-	$(VENV)/bin/python tools/check_template.py template.yaml
 	$(GUARD) validate --rules tools/guard/rules --data template.yaml --show-summary fail
+	$(VENV)/bin/python tools/check_events.py template.yaml
+	@# tools/lint's cases: pass.yaml passes the rule, every fail-*.yaml fails
+	@# it (E9101); cfn-lint's own checks are left out of these partial templates.
+	@out="$$($(VENV)/bin/cfn-lint tools/lint/tests/*.yaml --append-rules tools/lint --format parseable \
+	  --ignore-checks E1 E2 E3 E6 E7 E8 W I 2>&1)" || true; \
+	for case in tools/lint/tests/*.yaml; do \
+	  case "$$case" in \
+	    */pass*.yaml) ! grep -q "^$$case:" <<<"$$out" || { grep "^$$case:" <<<"$$out" >&2; exit 1; } ;; \
+	    *) grep -q "^$$case:.*:E9101:" <<<"$$out" || { echo "$$case must fail E9101: $$out" >&2; exit 1; } ;; \
+	  esac; \
+	done
 	@# Each rule has a case it passes and one it fails; cfn-guard test then
 	@# runs them (its notes on rules a case does not name are left out).
 	@for rules in tools/guard/rules/*.guard; do \
@@ -112,7 +122,7 @@ validate: $(TOOLS) $(GUARD_STAMP) ## cfn-lint, sam validate --lint, the template
 	  out="$$($(GUARD) test --rules-file "$$rules" --test-data "$$tests" 2>&1)" \
 	    || { grep -v 'No Test expectation' <<<"$$out" >&2; exit 1; }; \
 	done
-	@echo "cfn-guard: template.yaml passes every rule in tools/guard/rules; every rule passes and fails its cases"
+	@echo "template rules: template.yaml passes every rule; every rule passes and fails its cases"
 	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
 
 # At least one job per function: each bootstrap's fat-LTO link is a single

@@ -87,6 +87,14 @@ impl IntoIterator for Attributes {
     }
 }
 
+impl<'a> IntoIterator for &'a Attributes {
+    type Item = &'a (&'static str, AttributeValue);
+    type IntoIter = std::slice::Iter<'a, (&'static str, AttributeValue)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 /// The attribute for a JSON value.
 pub fn to_attribute(value: &Value) -> AttributeValue {
     match value {

@@ -23,6 +23,7 @@ use tracing::{Event, Level, Metadata, Subscriber};
 
 use tracing_subscriber::filter::{FilterFn, LevelFilter, filter_fn};
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
@@ -42,12 +43,42 @@ pub const METRICS_TARGET: &str = "metrics";
 
 /// Writes `document`, one JSON object (an EMF document), as a line of its
 /// own, with the request's id, whatever the log level: it is logged at
-/// ERROR, so only `off` silences it, and the line states as its `level` the
-/// least level the configured one lets through (INFO, or the configured
-/// level if higher), since Lambda's log-level filtering drops a line below
-/// it, and one without a level counts as INFO.
+/// ERROR, so only `off` silences it. Like every other line it leads with an
+/// RFC 3339 `timestamp` and a `level`, since Lambda's log-level filtering
+/// counts a line lacking either (or holding an invalid one) as INFO and
+/// drops it above INFO. The `level` is the least one the configured level
+/// lets through ([`metrics_level`]), so the line survives at every level.
 pub fn metrics_line(document: &str) {
     tracing::error!(target: METRICS_TARGET, emf = document);
+}
+
+/// The `level` a metrics line states when logging runs at `level` (as
+/// [`subscriber`] reads it): the least level Lambda's filter at that
+/// application log level keeps. INFO at TRACE, DEBUG and INFO, else the
+/// level itself, FATAL included (Lambda's most severe level, which the
+/// functions otherwise read as ERROR).
+pub fn metrics_level(level: &str) -> &'static str {
+    if level.trim().eq_ignore_ascii_case("fatal") {
+        return "FATAL";
+    }
+    match level_filter(level) {
+        LevelFilter::ERROR => "ERROR",
+        LevelFilter::WARN => "WARN",
+        _ => "INFO",
+    }
+}
+
+/// The most verbose level logged when `level` is asked for: see
+/// [`subscriber`].
+fn level_filter(level: &str) -> LevelFilter {
+    // Lambda spells FATAL where tracing has no such level.
+    let level = match level.trim() {
+        fatal if fatal.eq_ignore_ascii_case("fatal") => "error",
+        // LevelFilter parses "" as ERROR; an empty variable means the default.
+        "" => "info",
+        level => level,
+    };
+    LevelFilter::from_str(level).unwrap_or(LevelFilter::INFO)
 }
 
 /// A request span's id, kept with the span for the formatter.
@@ -119,10 +150,27 @@ where
         if event.metadata().target() == METRICS_TARGET {
             let mut document = Document(None);
             event.record(&mut document);
-            let Some(head) = document.0.as_deref().and_then(|doc| doc.strip_suffix('}')) else {
+            let Some(members) = document
+                .0
+                .as_deref()
+                .and_then(|doc| doc.trim().strip_prefix('{'))
+                .and_then(|doc| doc.strip_suffix('}'))
+                .map(str::trim)
+            else {
                 return Ok(());
             };
-            write!(writer, "{head},\"level\":\"{}\"", self.metrics_level)?;
+            // The same clock and format as the other lines' timestamps.
+            let mut now = String::new();
+            SystemTime.format_time(&mut Writer::new(&mut now))?;
+            let now = serde_json::to_string(&now).map_err(|_| fmt::Error)?;
+            write!(
+                writer,
+                "{{\"timestamp\":{now},\"level\":\"{}\"",
+                self.metrics_level
+            )?;
+            if !members.is_empty() {
+                write!(writer, ",{members}")?;
+            }
             if let Some(id) = request_id {
                 let id = serde_json::to_string(&id).map_err(|_| fmt::Error)?;
                 write!(writer, ",\"{REQUEST_ID}\":{id}")?;
@@ -211,24 +259,13 @@ pub fn subscriber<W>(writer: W, level: &str) -> impl Subscriber + Send + Sync
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    // Lambda spells FATAL where tracing has no such level.
-    let level = match level.trim() {
-        fatal if fatal.eq_ignore_ascii_case("fatal") => "error",
-        // LevelFilter parses "" as ERROR; an empty variable means the default.
-        "" => "info",
-        level => level,
-    };
-    let filter = LevelFilter::from_str(level).unwrap_or(LevelFilter::INFO);
+    let metrics_level = metrics_level(level);
+    let filter = level_filter(level);
     let json = tracing_subscriber::fmt::format()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false);
-    let metrics_level = match filter {
-        LevelFilter::ERROR => "ERROR",
-        LevelFilter::WARN => "WARN",
-        _ => "INFO",
-    };
     tracing_subscriber::fmt()
         .json()
         .event_format(WithRequestId { json, metrics_level })
@@ -258,6 +295,112 @@ mod tests {
     /// tests that install one take turns.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// A writer keeping what is written, for tests to read back.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut lines) = self.0.lock() {
+                lines.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Lines {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().map(|l| l.clone()).unwrap_or_default()).unwrap_or_default()
+        }
+
+        fn parsed(&self) -> Vec<serde_json::Value> {
+            self.text()
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+                .collect()
+        }
+    }
+
+    /// Lambda's application log levels, least severe first.
+    const LAMBDA_LEVELS: [&str; 6] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"];
+
+    /// Whether Lambda's log-level filtering, at application log level
+    /// `configured`, sends `line` to CloudWatch Logs, by its documented
+    /// rules: a JSON line's `level` counts only if it is a valid level and
+    /// the line has a valid RFC 3339 `timestamp`; otherwise the line is
+    /// INFO. A line is kept at its level and any less severe setting.
+    fn lambda_keeps(line: &serde_json::Value, configured: &str) -> bool {
+        let rank = |level: &str| LAMBDA_LEVELS.iter().position(|l| l.eq_ignore_ascii_case(level));
+        let timestamp_valid = line["timestamp"]
+            .as_str()
+            .is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
+        let level = line["level"]
+            .as_str()
+            .and_then(rank)
+            .filter(|_| timestamp_valid)
+            .or(rank("INFO"));
+        level >= rank(configured)
+    }
+
+    #[test]
+    fn the_filter_model_counts_a_line_without_a_valid_timestamp_or_level_as_info() {
+        let now = "2026-11-26T22:49:35.123456Z";
+        let line = |text: &str| -> serde_json::Value { serde_json::from_str(text).unwrap_or_default() };
+        let warn = line(&format!(r#"{{"timestamp":"{now}","level":"WARN"}}"#));
+        assert!(lambda_keeps(&warn, "WARN"));
+        assert!(!lambda_keeps(&warn, "ERROR"));
+        // The metrics lines before they carried a timestamp: INFO, so dropped at WARN.
+        for lost in [
+            r#"{"level":"WARN","_aws":{"Timestamp":1}}"#.to_owned(),
+            r#"{"timestamp":"yesterday","level":"ERROR"}"#.to_owned(),
+            format!(r#"{{"timestamp":"{now}","level":"SEVERE"}}"#),
+            format!(r#"{{"timestamp":"{now}"}}"#),
+        ] {
+            let lost = line(&lost);
+            assert!(lambda_keeps(&lost, "INFO"), "{lost}");
+            assert!(!lambda_keeps(&lost, "WARN"), "{lost}");
+        }
+    }
+
+    #[test]
+    fn metrics_lines_pass_lambdas_filter_at_every_level_and_info_lines_only_at_info_or_below() {
+        let _turn = ONE_AT_A_TIME.lock();
+        for configured in LAMBDA_LEVELS {
+            let lines = Lines::default();
+            let writer = lines.clone();
+            tracing::subscriber::with_default(subscriber(move || writer.clone(), configured), || {
+                request_span("r-1").in_scope(|| {
+                    tracing::info!("an info line");
+                    crate::metrics::record(
+                        "AgentServer",
+                        &crate::metrics::Measurement {
+                            route: "update-model",
+                            status: 200,
+                            latency: std::time::Duration::from_millis(3),
+                            calls: crate::metrics::Calls::default(),
+                            cold_start: false,
+                        },
+                    );
+                });
+            });
+            let parsed = lines.parsed();
+            let metrics: Vec<_> = parsed.iter().filter(|l| l.get("_aws").is_some()).collect();
+            assert_eq!(metrics.len(), 1, "at {configured}: {}", lines.text());
+            assert!(
+                lambda_keeps(metrics[0], configured),
+                "at {configured}, Lambda drops {}",
+                metrics[0]
+            );
+            let info: Vec<_> = parsed.iter().filter(|l| l["message"] == "an info line").collect();
+            let info_kept = !info.is_empty() && info.iter().all(|l| lambda_keeps(l, configured));
+            let info_passes = matches!(configured, "TRACE" | "DEBUG" | "INFO");
+            assert_eq!(info_kept, info_passes, "at {configured}: {}", lines.text());
+        }
+    }
+
     fn max_level(level: &str) -> Option<Max> {
         tracing::subscriber::with_default(subscriber(std::io::sink, level), Max::current).into()
     }
@@ -274,19 +417,6 @@ mod tests {
 
     #[test]
     fn every_line_inside_a_request_span_carries_its_id() {
-        #[derive(Clone, Default)]
-        struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Lines {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                if let Ok(mut lines) = self.0.lock() {
-                    lines.extend_from_slice(buf);
-                }
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
         let _turn = ONE_AT_A_TIME.lock();
         let lines = Lines::default();
         let writer = lines.clone();
@@ -299,12 +429,8 @@ mod tests {
                 tracing::info!("below the level");
             });
         });
-        let text =
-            String::from_utf8(lines.0.lock().map(|l| l.clone()).unwrap_or_default()).unwrap_or_default();
-        let parsed: Vec<serde_json::Value> = text
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-            .collect();
+        let text = lines.text();
+        let parsed = lines.parsed();
         assert_eq!(parsed.len(), 3, "{text}");
         assert_eq!(parsed[0].get(REQUEST_ID), None);
         assert_eq!(parsed[1][REQUEST_ID], "id-\"1");
@@ -312,18 +438,38 @@ mod tests {
         assert_eq!(parsed[2][REQUEST_ID], "own");
         assert_eq!(text.matches(REQUEST_ID).count(), 2, "{text}");
 
-        // A metrics line is its document, at the least level that passes.
+        // A metrics line is its document, led by the timestamp and the
+        // least level that passes, as the other lines are.
         let lines = Lines::default();
         let writer = lines.clone();
         tracing::subscriber::with_default(subscriber(move || writer.clone(), "warn"), || {
             request_span("r-2").in_scope(|| metrics_line(r#"{"_aws":{"Timestamp":1},"Requests":1}"#));
         });
-        let text =
-            String::from_utf8(lines.0.lock().map(|l| l.clone()).unwrap_or_default()).unwrap_or_default();
-        assert_eq!(
-            text,
-            "{\"_aws\":{\"Timestamp\":1},\"Requests\":1,\"level\":\"WARN\",\"request_id\":\"r-2\"}\n"
+        let text = lines.text();
+        let (head, rest) = text.split_at(text.find(",\"level\"").unwrap_or(0));
+        let timestamp = head
+            .strip_prefix("{\"timestamp\":\"")
+            .and_then(|t| t.strip_suffix('"'));
+        assert!(
+            timestamp.is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok()),
+            "{text}"
         );
+        assert_eq!(
+            rest,
+            ",\"level\":\"WARN\",\"_aws\":{\"Timestamp\":1},\"Requests\":1,\"request_id\":\"r-2\"}\n"
+        );
+        // The other lines' timestamps are written the same way.
+        let other = parsed[0]["timestamp"].as_str().unwrap_or_default();
+        assert_eq!(other.len(), timestamp.map_or(0, str::len), "{other} {text}");
+    }
+
+    #[test]
+    fn metrics_levels_are_the_least_each_lambda_level_keeps() {
+        let levels: Vec<&str> = LAMBDA_LEVELS.iter().map(|level| metrics_level(level)).collect();
+        assert_eq!(levels, ["INFO", "INFO", "INFO", "WARN", "ERROR", "FATAL"]);
+        assert_eq!(metrics_level(" fatal "), "FATAL");
+        assert_eq!(metrics_level(""), "INFO");
+        assert_eq!(metrics_level("warn"), "WARN");
     }
 
     #[test]

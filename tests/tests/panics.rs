@@ -81,14 +81,22 @@ fn assert_internal(response: &Response, request_id: Option<&str>) {
     }
 }
 
-/// Every captured line, each of which must be a JSON object with a `level`.
+/// Every captured line, each of which must be a JSON object with a `level`
+/// and an RFC 3339 `timestamp` (Lambda counts a line lacking either as INFO),
+/// the metrics line included.
 fn json_lines(logs: &CapturedLogs) -> Vec<Value> {
+    let rfc3339 = regex::Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+        .unwrap_or_else(|e| panic!("{e}"));
     let text = logs.text();
     text.lines()
         .map(|line| {
             let value: Value =
                 serde_json::from_str(line).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
             assert!(value["level"].is_string(), "log line without a level: {line}");
+            assert!(
+                value["timestamp"].as_str().is_some_and(|t| rfc3339.is_match(t)),
+                "log line without an RFC 3339 timestamp: {line}"
+            );
             value
         })
         .collect()

@@ -5,9 +5,12 @@ embedded metric format: the schema beside this file, and what a schema
 cannot state (each dimension a directive names is a string member of the
 root, each metric a number). Also checks this service's own promise: one
 line per access line, with the same request_id, and the Outcome its status
-maps to. Prints `emf: N passed, M failed`; exits non-zero on any failure or
+maps to; and, as on every line, an RFC 3339 `timestamp` and a Lambda
+`level`, without which Lambda's log-level filtering counts the line as
+INFO and drops it above INFO. Prints `emf: N passed, M failed`; exits non-zero on any failure or
 when no metrics line was found (never a silent pass)."""
 
+import datetime
 import json
 import pathlib
 import sys
@@ -18,8 +21,25 @@ OUTCOMES = {200: "updated", 400: "invalid", 405: "invalid", 413: "invalid", 415:
             401: "forbidden", 403: "forbidden", 404: "not_found", 412: "conflict", 503: "unavailable"}
 
 
+LEVELS = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+
+
+def rfc3339(text):
+    """Whether `text` is an RFC 3339 date-time (a T, seconds, an offset)."""
+    if not isinstance(text, str) or len(text) < 20 or text[10] != "T":
+        return False
+    try:
+        return datetime.datetime.fromisoformat(text).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def problems(document, validator):
     found = [error.message for error in validator.iter_errors(document)]
+    if not rfc3339(document.get("timestamp")):
+        found.append(f"no RFC 3339 timestamp: {document.get('timestamp')!r}")
+    if document.get("level") not in LEVELS:
+        found.append(f"no level Lambda knows: {document.get('level')!r}")
     for directive in document.get("_aws", {}).get("CloudWatchMetrics", []):
         for dimension_set in directive.get("Dimensions", []):
             for name in dimension_set:

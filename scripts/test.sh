@@ -59,7 +59,7 @@ CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"
 export CLIPPY_DRIVER RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc"
 
 step "${make[@]}" format-check
-step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools docs-tools build
+step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools docs-tools guard-tool build
 
 for target in validate unit events-rie-test api-test events-test sealing-test clients docs-test lambda-test; do
   step "${make[@]}" "$target"

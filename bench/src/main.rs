@@ -186,67 +186,59 @@ struct SetupResult {
     outcome: Result<Vec<Measured>, String>,
 }
 
+/// Cold starts, latency, memory and cost of the functions against their
+/// floors and a Python peer, under Lambda's conditions (a Runtime API on
+/// loopback, TLS, the CPU share of the memory size).
+#[derive(Debug, clap::Parser)]
+#[command(name = "bench")]
 struct Options {
+    /// Cold starts of each implementation, per setup
+    #[arg(long, default_value_t = 20)]
     cold: usize,
+    /// Warm invocations after each cold start
+    #[arg(long, default_value_t = 100)]
     warm: usize,
+    /// Bare UpdateItems for the raw reference
+    #[arg(long, default_value_t = 500)]
     raw: usize,
+    /// The Python that runs the peer (awslambdaric and boto3 installed)
+    #[arg(long, default_value_os_t = repo_root().join(".venv-bench/bin/python"))]
     python: PathBuf,
+    /// Where latest.md and chart.svg are written
+    #[arg(long, default_value_os_t = repo_root().join("bench/results"))]
     out: PathBuf,
+    /// Measure only these setups (repeat; default: all)
+    #[arg(long = "setup", value_name = "KEY", value_parser = setup_key)]
     setups: Vec<String>,
+    /// Also measure the Lambda binary at PATH, as NAME (repeat)
+    #[arg(long, value_name = "NAME=PATH", value_parser = also)]
     also: Vec<(String, PathBuf)>,
 }
 
-fn options() -> Result<Options, String> {
-    let root = repo_root();
-    let mut options = Options {
-        cold: 20,
-        warm: 100,
-        raw: 500,
-        python: root.join(".venv-bench/bin/python"),
-        out: root.join("bench/results"),
-        setups: Vec::new(),
-        also: Vec::new(),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--cold" => options.cold = value()?.parse().map_err(|e| format!("--cold: {e}"))?,
-            "--warm" => options.warm = value()?.parse().map_err(|e| format!("--warm: {e}"))?,
-            "--raw" => options.raw = value()?.parse().map_err(|e| format!("--raw: {e}"))?,
-            "--python" => options.python = PathBuf::from(value()?),
-            "--out" => options.out = PathBuf::from(value()?),
-            "--setup" => {
-                let key = value()?;
-                if !SETUPS.iter().any(|s| s.key == key) {
-                    let keys: Vec<_> = SETUPS.iter().map(|s| s.key).collect();
-                    return Err(format!("--setup {key}: one of {}", keys.join(", ")));
-                }
-                options.setups.push(key);
-            }
-            "--also" => {
-                let spec = value()?;
-                let (name, path) = spec.split_once('=').ok_or("--also needs NAME=PATH")?;
-                options.also.push((name.to_string(), PathBuf::from(path)));
-            }
-            other => return Err(format!("unknown argument {other}")),
-        }
+/// A setup's key, one of [`SETUPS`].
+fn setup_key(key: &str) -> Result<String, String> {
+    if SETUPS.iter().any(|s| s.key == key) {
+        Ok(key.to_string())
+    } else {
+        let keys: Vec<_> = SETUPS.iter().map(|s| s.key).collect();
+        Err(format!("one of {}", keys.join(", ")))
     }
-    if options.cold == 0 || options.warm == 0 || options.raw == 0 {
-        return Err("--cold, --warm and --raw must be at least 1".into());
-    }
-    Ok(options)
+}
+
+/// `NAME=PATH`.
+fn also(spec: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = spec.split_once('=').ok_or("NAME=PATH")?;
+    Ok((name.to_string(), PathBuf::from(path)))
 }
 
 #[tokio::main]
 async fn main() {
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("bench: {message}");
-            std::process::exit(2);
-        }
-    };
+    let options = <Options as clap::Parser>::parse();
+    if options.cold == 0 || options.warm == 0 || options.raw == 0 {
+        <Options as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ValueValidation, "--cold, --warm and --raw must be at least 1")
+            .exit();
+    }
     if let Err(message) = run(options).await {
         eprintln!("bench: {message}");
         std::process::exit(1);

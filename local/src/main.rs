@@ -2,7 +2,8 @@
 //! serves the three update routes on loopback, behind an emulation of API
 //! Gateway's JWT authorizer, configured by the same environment variables
 //! as the Lambda functions. `--setup` first creates the tables and loads
-//! the sample records.
+//! the sample records; `local-api token` prints a development token.
+//! `--help` lists every option (clap, from the declarations below).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,44 +13,92 @@ use std::time::Duration;
 
 use agent_server_shared::App;
 use agent_server_shared::app::AllRoutes;
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use local_api::docs::Docs;
 use local_api::functions::{Emulators, Functions};
 use local_api::gateway::{self, Authorizer, JwtAuthorizer};
 use local_api::{LocalApi, samples, serve, setup};
 use tokio::net::TcpListener;
 
-const USAGE: &str = "usage: local-api [--addr HOST:PORT] [--setup] [--rie FUNCTION=HOST:PORT]... AUTH
-       local-api token --jwt-secret SECRET [--projects IDS] [--sub SUB] [--minutes N]
+/// Serves PUT and PATCH /api/agent-server/{api-keys,mcp-servers,models}/{id}
+/// over HTTP, as API Gateway and the Lambda functions do, behind an emulation
+/// of API Gateway's JWT authorizer (give exactly one of --jwt-secret, --jwks,
+/// --no-auth).
+#[derive(Debug, Parser)]
+#[command(name = "local-api", args_conflicts_with_subcommands = true, after_help = ENVIRONMENT)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: Options,
+}
 
-Serves PUT /api/agent-server/{api-keys,mcp-servers,models}/{id} over HTTP.
-  --addr HOST:PORT      where to listen (default 127.0.0.1:3000)
-  --setup               create the tables and load the sample records first
-  --setup-only          create the tables, load the sample records, and exit
-  --docs DIR            serve GET /docs, the API reference, with Swagger UI's
-                        files from DIR (the npm package swagger-ui-dist; default:
-                        tools/docs/node_modules/swagger-ui-dist of the checkout
-                        built from, installed by make docs-tools), and
-                        GET /openapi.yaml
-  --rie FUNCTION=HOST:PORT
-                        invoke FUNCTION (update-api-key, update-mcp-server,
-                        update-model; give all three) under the Lambda Runtime
-                        Interface Emulator listening there, instead of in
-                        this process
-AUTH, as API Gateway's JWT authorizer (exactly one of):
-  --jwt-secret SECRET   HS256 tokens signed with SECRET
-  --jwks FILE           RS256/ES256 tokens signed by a key of this JWKS file
-  --no-auth             no tokens: every request may change every project
-  --jwt-issuer ISS      with a JWT mode: require iss = ISS
-  --jwt-audience AUD    with a JWT mode: require aud (or client_id) = AUD
-                        (repeat for several)
-`token` prints a development token (HS256) for a local-api started with
-the same --jwt-secret: PROJECTS (default *) is what its projects claim
-lists (ids separated by spaces, or *), SUB its subject (default developer),
-N its lifetime in minutes (default 720).
-Environment: SECRETS_KEY_ID (required: the KMS key that seals api_key and MCP header values),
-API_KEYS_TABLE, MCP_SERVERS_TABLE, MODELS_TABLE, PROJECTS_CLAIM,
-ALLOW_PRIVATE_ENDPOINTS, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_KMS,
-AWS_REGION, credentials.";
+const ENVIRONMENT: &str = "Environment: SECRETS_KEY_ID (required: the KMS key that seals api_key and MCP \
+header values), API_KEYS_TABLE, MCP_SERVERS_TABLE, MODELS_TABLE, PROJECTS_CLAIM, ALLOW_PRIVATE_ENDPOINTS, \
+AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_KMS, AWS_REGION, credentials.";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a development token (HS256) for a local-api started with the
+    /// same --jwt-secret
+    Token(TokenArgs),
+}
+
+#[derive(Debug, Args)]
+struct TokenArgs {
+    /// The secret local-api checks tokens with
+    #[arg(long, value_name = "SECRET")]
+    jwt_secret: String,
+    /// What the projects claim lists: ids separated by spaces, or *
+    #[arg(long, value_name = "IDS", default_value = "*")]
+    projects: String,
+    /// The token's subject
+    #[arg(long, value_name = "SUB", default_value = "developer")]
+    sub: String,
+    /// Its lifetime, in minutes
+    #[arg(long, value_name = "N", default_value_t = 720)]
+    minutes: u64,
+}
+
+#[derive(Debug, Args)]
+struct Options {
+    /// Where to listen
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// Create the tables and load the sample records first
+    #[arg(long)]
+    setup: bool,
+    /// Create the tables, load the sample records, and exit
+    #[arg(long)]
+    setup_only: bool,
+    /// Serve GET /docs, the API reference, with Swagger UI's files from DIR
+    /// (the npm package swagger-ui-dist; default: tools/docs/node_modules/
+    /// swagger-ui-dist of the checkout built from, installed by make
+    /// docs-tools), and GET /openapi.yaml
+    #[arg(long, value_name = "DIR")]
+    docs: Option<PathBuf>,
+    /// Invoke FUNCTION (update-api-key, update-mcp-server, update-model;
+    /// give all three) under the Lambda Runtime Interface Emulator
+    /// listening there, instead of in this process
+    #[arg(long = "rie", value_name = "FUNCTION=HOST:PORT")]
+    emulators: Vec<String>,
+    /// AUTH: HS256 tokens signed with SECRET
+    #[arg(long, value_name = "SECRET", group = "auth")]
+    jwt_secret: Option<String>,
+    /// AUTH: RS256/ES256 tokens signed by a key of this JWKS file
+    #[arg(long, value_name = "FILE", group = "auth")]
+    jwks: Option<String>,
+    /// AUTH: no tokens: every request may change every project
+    #[arg(long, group = "auth")]
+    no_auth: bool,
+    /// With a JWT mode: require iss = ISS
+    #[arg(long, value_name = "ISS")]
+    jwt_issuer: Option<String>,
+    /// With a JWT mode: require aud (or client_id) = AUD (repeat for several)
+    #[arg(long = "jwt-audience", value_name = "AUD")]
+    jwt_audiences: Vec<String>,
+}
 
 /// How long the development tokens `--setup --jwt-secret` prints are valid.
 const DEVELOPMENT_TOKEN_SECONDS: u64 = 12 * 60 * 60;
@@ -60,129 +109,63 @@ enum Auth {
     None,
 }
 
-struct Options {
-    addr: SocketAddr,
-    setup: bool,
-    setup_only: bool,
-    auth: Option<Auth>,
-    issuer: Option<String>,
-    audiences: Vec<String>,
-    emulators: Vec<String>,
-    docs: Option<PathBuf>,
-}
-
-fn options() -> Result<Options, String> {
-    let mut options = Options {
-        addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
-        setup: false,
-        setup_only: false,
-        auth: None,
-        issuer: None,
-        audiences: Vec::new(),
-        emulators: Vec::new(),
-        docs: None,
-    };
-    let mut args = std::env::args().skip(1);
-    let set_auth = |auth: &mut Option<Auth>, value: Auth| {
-        if auth.replace(value).is_some() {
-            Err("give only one of --jwt-secret, --jwks, --no-auth".to_string())
-        } else {
-            Ok(())
-        }
-    };
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--addr" => {
-                let value = args.next().ok_or("--addr needs HOST:PORT")?;
-                options.addr = value
-                    .parse()
-                    .map_err(|_| format!("--addr: not HOST:PORT: {value}"))?;
+impl Options {
+    /// How requests are authenticated, once the options agree.
+    fn auth(&self) -> Result<Option<Auth>, String> {
+        let auth = match (&self.jwt_secret, &self.jwks, self.no_auth) {
+            (Some(secret), _, _) => Some(Auth::Secret(secret.clone())),
+            (_, Some(file), _) => Some(Auth::Jwks(file.clone())),
+            (_, _, true) => Some(Auth::None),
+            _ => None,
+        };
+        match auth {
+            _ if self.setup_only => Ok(auth),
+            None => Err("choose how requests are authenticated: --jwt-secret, --jwks or --no-auth".into()),
+            Some(Auth::None) if self.jwt_issuer.is_some() || !self.jwt_audiences.is_empty() => {
+                Err("--jwt-issuer and --jwt-audience need --jwt-secret or --jwks".into())
             }
-            "--setup" => options.setup = true,
-            "--rie" => options
-                .emulators
-                .push(args.next().ok_or("--rie needs FUNCTION=HOST:PORT")?),
-            "--setup-only" => options.setup_only = true,
-            "--docs" => options.docs = Some(args.next().ok_or("--docs needs a directory")?.into()),
-            "--jwt-secret" => {
-                let secret = args.next().ok_or("--jwt-secret needs a secret")?;
-                set_auth(&mut options.auth, Auth::Secret(secret))?;
-            }
-            "--jwks" => {
-                let file = args.next().ok_or("--jwks needs a file")?;
-                set_auth(&mut options.auth, Auth::Jwks(file))?;
-            }
-            "--no-auth" => set_auth(&mut options.auth, Auth::None)?,
-            "--jwt-issuer" => options.issuer = Some(args.next().ok_or("--jwt-issuer needs an issuer")?),
-            "--jwt-audience" => options
-                .audiences
-                .push(args.next().ok_or("--jwt-audience needs an audience")?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument: {other}")),
+            auth => Ok(auth),
         }
-    }
-    match options.auth {
-        _ if options.setup_only => Ok(options),
-        None => Err("choose how requests are authenticated: --jwt-secret, --jwks or --no-auth".into()),
-        Some(Auth::None) if options.issuer.is_some() || !options.audiences.is_empty() => {
-            Err("--jwt-issuer and --jwt-audience need --jwt-secret or --jwks".into())
-        }
-        _ => Ok(options),
     }
 }
 
-/// `local-api token ...`: prints a development token and exits.
-fn token(mut args: impl Iterator<Item = String>) -> Result<String, String> {
-    let (mut secret, mut projects, mut sub, mut minutes) =
-        (None, "*".to_string(), "developer".to_string(), 720);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--jwt-secret" => secret = Some(value()?),
-            "--projects" => projects = value()?,
-            "--sub" => sub = value()?,
-            "--minutes" => {
-                minutes = value()?
-                    .parse::<u64>()
-                    .map_err(|_| "--minutes takes a whole number".to_string())?;
-            }
-            other => return Err(format!("unknown argument: {other}")),
-        }
-    }
-    let secret = secret.ok_or("token needs --jwt-secret")?;
+/// `local-api token ...`: a development token.
+fn token(args: &TokenArgs) -> Result<String, String> {
     let claim = agent_server_shared::Settings::from_env()
         .map_err(|e| e.to_string())?
         .projects_claim;
-    gateway::development_token(secret.as_bytes(), &sub, &claim, &projects, minutes * 60)
-        .map_err(|e| format!("cannot sign the token: {e}"))
+    gateway::development_token(
+        args.jwt_secret.as_bytes(),
+        &args.sub,
+        &claim,
+        &args.projects,
+        args.minutes * 60,
+    )
+    .map_err(|e| format!("cannot sign the token: {e}"))
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("token") {
-        return match token(std::env::args().skip(2)) {
+    let cli = Cli::parse();
+    if let Some(Command::Token(args)) = &cli.command {
+        return match token(args) {
             Ok(token) => {
                 println!("{token}");
                 ExitCode::SUCCESS
             }
             Err(message) => {
-                eprintln!("local-api token: {message}\n{USAGE}");
-                ExitCode::from(2)
+                eprintln!("local-api token: {message}");
+                ExitCode::FAILURE
             }
         };
     }
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            if !message.is_empty() {
-                eprintln!("local-api: {message}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+    let options = cli.serve;
+    let auth = match options.auth() {
+        Ok(auth) => auth,
+        Err(message) => Cli::command().error(ErrorKind::ArgumentConflict, message).exit(),
     };
     agent_server_shared::logging::init();
-    match run(options).await {
+    match run(options, auth).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("local-api: {message}");
@@ -191,9 +174,9 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(options: Options) -> Result<(), String> {
+async fn run(options: Options, auth: Option<Auth>) -> Result<(), String> {
     let app = App::from_env::<AllRoutes>().await.map_err(|e| e.to_string())?;
-    let authorizer = authorizer(&options)?;
+    let authorizer = authorizer(&options, auth.as_ref())?;
     let docs = docs(options.docs.as_deref())?;
     let functions = if options.emulators.is_empty() {
         Functions::InProcess
@@ -228,7 +211,7 @@ async fn run(options: Options) -> Result<(), String> {
         eprintln!("local-api: --no-auth: no tokens are checked; every request may change every project");
     }
     if options.setup {
-        let tokens = match &options.auth {
+        let tokens = match &auth {
             Some(Auth::Secret(secret)) => Some(development_tokens(secret, &app.settings.projects_claim)?),
             _ => None,
         };
@@ -267,8 +250,8 @@ fn docs(dir: Option<&Path>) -> Result<Docs, String> {
     }
 }
 
-fn authorizer(options: &Options) -> Result<Authorizer, String> {
-    let jwt = match &options.auth {
+fn authorizer(options: &Options, auth: Option<&Auth>) -> Result<Authorizer, String> {
+    let jwt = match auth {
         Some(Auth::Secret(secret)) => JwtAuthorizer::with_secret(secret.as_bytes()),
         Some(Auth::Jwks(file)) => {
             let jwks = std::fs::read_to_string(file).map_err(|e| format!("--jwks {file}: {e}"))?;
@@ -278,8 +261,8 @@ fn authorizer(options: &Options) -> Result<Authorizer, String> {
     };
     let mut jwt = jwt
         .map_err(|e| e.to_string())?
-        .audiences(options.audiences.clone());
-    if let Some(issuer) = &options.issuer {
+        .audiences(options.jwt_audiences.clone());
+    if let Some(issuer) = &options.jwt_issuer {
         jwt = jwt.issuer(issuer.clone());
     }
     Ok(Authorizer::Jwt(Box::new(jwt)))

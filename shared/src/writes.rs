@@ -167,6 +167,7 @@ pub async fn put<R: Resource, S: Store>(
                     );
                     return Err(ApiError::Conflict);
                 };
+                stored_as_written::<R>(&stored)?;
                 let opened = open_key::<R, S>(app, field, attribute, context, &stored, calls).await?;
                 if let Some(key_use) = &mut retry.data_key {
                     key_use.expected = ExpectedKey::Is(opened.sealed().to_vec());
@@ -208,6 +209,15 @@ async fn open_key<R: Resource, S: Store>(
             Err(ApiError::Internal)
         }
     }
+}
+
+/// Refuses (500, before any write) a stored item whose sealed values are
+/// not as this service writes them ([`seal::check_stored`]).
+fn stored_as_written<R: Resource>(stored: &Item) -> Result<(), ApiError> {
+    seal::check_stored(R::FIELDS, stored).map_err(|error| {
+        tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: it is not one this service wrote");
+        ApiError::Internal
+    })
 }
 
 /// `item` with its sealed values opened by `data_key`.
@@ -255,6 +265,7 @@ pub async fn merge<R: Resource, S: Store>(
         judged
             .check(&stored)
             .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
+        stored_as_written::<R>(&stored)?;
         let version = item::version(&stored).map_err(|error| {
             tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: it is not one this service wrote");
             ApiError::Internal

@@ -18,7 +18,7 @@ async fn main() -> Result<(), Error> {
     let sealer = &sealer;
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
         let sealed = sealer
-            .seal("api_key", agent_server_bench::API_KEY_ID, agent_server_bench::SEALED_KEY.as_bytes(), TIME_BUDGET)
+            .seal(&[("field", "api_key"), ("id", agent_server_bench::API_KEY_ID)], agent_server_bench::SEALED_KEY.as_bytes(), TIME_BUDGET)
             .await;
         let status = if sealed.is_ok() { 200 } else { 503 };
         Ok::<Value, Error>(serde_json::json!({ "statusCode": status }))

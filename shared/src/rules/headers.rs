@@ -14,6 +14,11 @@ pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_NAME_CHARS: usize = 256;
 /// Longest header value.
 pub const MAX_HEADER_VALUE_CHARS: usize = 8192;
+/// Largest `headers`, all of them together, as compact JSON: what a `PUT`
+/// body (at most 64 KiB) can carry. A merge patch is held to it after the
+/// merge, so repeated patches cannot grow a record past what DynamoDB
+/// stores in one item (400 KB).
+pub const MAX_HEADERS_BYTES: usize = 64 * 1024;
 
 /// Header names the HTTP client must own: they frame or code the message,
 /// or shape the connection or its handshake, so a stored one could change
@@ -94,6 +99,13 @@ pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
             path,
             "too_many_entries",
             format!("must have at most {MAX_HEADERS} entries"),
+        ));
+    }
+    if super::compact_len_exceeds(value, MAX_HEADERS_BYTES) {
+        errors.push(FieldError::new(
+            path,
+            "too_large",
+            format!("must be at most {MAX_HEADERS_BYTES} bytes as compact JSON, all headers together"),
         ));
     }
     let mut seen = HashSet::new();

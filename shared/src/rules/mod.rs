@@ -14,12 +14,14 @@ pub mod headers;
 pub mod parameters;
 pub mod text;
 
+use std::io;
+
 use serde_json::Value;
 
 use crate::error::{FieldError, FieldErrors};
 
 pub use endpoint::{HostClass, MAX_URL_CHARS, classify_host};
-pub use headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS};
+pub use headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_HEADERS_BYTES};
 pub use parameters::{Decimal, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES, MAX_PARAMETERS_DEPTH};
 pub use text::{MAX_SECRET_BYTES, MAX_TEXT_CHARS};
 
@@ -84,6 +86,27 @@ impl Rule {
             Rule::Parameters => parameters::parameters(path, value, errors),
         }
     }
+}
+
+/// Whether `value` as compact JSON is longer than `limit` bytes, counted
+/// without building the text and given up as soon as the limit is passed.
+pub(crate) fn compact_len_exceeds(value: &Value, limit: usize) -> bool {
+    struct Counter {
+        left: usize,
+    }
+    impl io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.left = self
+                .left
+                .checked_sub(bytes.len())
+                .ok_or_else(|| io::Error::other("over the limit"))?;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Counter { left: limit }, value).is_err()
 }
 
 /// The error for a value of the wrong JSON type (`null` included).

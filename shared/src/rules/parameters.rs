@@ -6,7 +6,6 @@
 //! [`crate::number::Decimal`], which storage shares.
 
 use std::fmt::Write as _;
-use std::io;
 
 use serde_json::Value;
 
@@ -24,7 +23,7 @@ pub(super) fn parameters(path: &str, value: &Value, errors: &mut FieldErrors) {
     if !value.is_object() {
         return errors.push(wrong_type(path, "an object", value));
     }
-    if compact_len_exceeds(value, MAX_PARAMETERS_BYTES) {
+    if super::compact_len_exceeds(value, MAX_PARAMETERS_BYTES) {
         errors.push(FieldError::new(
             path,
             "too_large",
@@ -32,27 +31,6 @@ pub(super) fn parameters(path: &str, value: &Value, errors: &mut FieldErrors) {
         ));
     }
     walk(&mut path.to_string(), value, 1, errors);
-}
-
-/// Whether `value` as compact JSON is longer than `limit` bytes, counted
-/// without building the text and given up as soon as the limit is passed.
-fn compact_len_exceeds(value: &Value, limit: usize) -> bool {
-    struct Counter {
-        left: usize,
-    }
-    impl io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.left = self
-                .left
-                .checked_sub(bytes.len())
-                .ok_or_else(|| io::Error::other("over the limit"))?;
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    serde_json::to_writer(Counter { left: limit }, value).is_err()
 }
 
 /// Checks every nested value. `path` is one buffer, extended and cut back

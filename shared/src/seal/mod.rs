@@ -278,6 +278,47 @@ pub struct OpenError {
     pub reason: values::ValueError,
 }
 
+/// Whether the stored `item`'s sealed-values fields are as this service
+/// writes them: a map whose values are all sealed (B) when the item holds a
+/// data key, all text (S, stored before sealing) when it holds none. Anything
+/// else was written by another hand (a text value planted beside sealed
+/// ones would be shown, and re-sealed, as if genuine): refused before a
+/// write, so nothing is written.
+pub fn check_stored(fields: &[Field], item: &Item) -> Result<(), OpenError> {
+    for field in fields {
+        let Some(Sealing::Values { key }) = field.sealing() else {
+            continue;
+        };
+        let members = match item.get(field.name) {
+            None | Some(AttributeValue::Null(_)) => continue,
+            Some(AttributeValue::M(members)) => members,
+            Some(_) => {
+                return Err(OpenError {
+                    field: field.name,
+                    name: String::new(),
+                    reason: values::ValueError::Malformed,
+                });
+            }
+        };
+        let sealed = matches!(item.get(key), Some(AttributeValue::B(_)));
+        for (name, value) in members {
+            let fits = match value {
+                AttributeValue::B(_) => sealed,
+                AttributeValue::S(_) => !sealed,
+                _ => false,
+            };
+            if !fits {
+                return Err(OpenError {
+                    field: field.name,
+                    name: name.clone(),
+                    reason: values::ValueError::Malformed,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Opens, in place, every sealed member value of `item` (a record `key` of
 /// a kind with `fields`) with `data_key`, so the record reads as it was
 /// written; text values (stored before sealing) stay as they are.

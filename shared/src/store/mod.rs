@@ -320,7 +320,7 @@ pub enum StoreError {
     /// update expected ([`DataKeyUse`]); nothing was written. Carries the
     /// item as stored, whose key the caller may open to try again.
     #[error("the record's data key is not the one expected")]
-    DataKeyChanged(Box<Item>),
+    DataKeyChanged(StoredItem),
     /// Anything else (missing table, bad credentials, corrupt item).
     #[error("database error: {0}")]
     Internal(String),
@@ -371,10 +371,28 @@ impl Update {
         }
         match &self.data_key {
             Some(data_key) if !data_key.holds(stored) => {
-                Err(StoreError::DataKeyChanged(Box::new(stored.clone())))
+                Err(StoreError::DataKeyChanged(StoredItem(Box::new(stored.clone()))))
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// An item as stored, carried by an error: its `Debug` names the
+/// attributes only, so no `{:?}` of an error shows a stored value.
+#[derive(Clone, PartialEq)]
+pub struct StoredItem(pub Box<Item>);
+
+impl std::fmt::Debug for StoredItem {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl std::ops::Deref for StoredItem {
+    type Target = Item;
+    fn deref(&self) -> &Item {
+        &self.0
     }
 }
 

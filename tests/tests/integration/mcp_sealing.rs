@@ -703,3 +703,57 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     );
     assert_eq!(sealed_headers(&item).1.len(), 1);
 }
+
+/// A stored item whose sealed values are not as this service writes them (a
+/// text value planted beside sealed ones, a value of another type) is
+/// refused before anything is written, on a rename and on a merge patch.
+#[tokio::test]
+async fn a_planted_header_value_is_refused_and_nothing_is_written() {
+    use agent_server_shared::item::to_attribute;
+    let (app, sealer) = memory_app();
+    let key = memory_record(&app);
+    let set = counted(
+        &app,
+        &sealer,
+        &key,
+        json!({"headers": {"Authorization": "Bearer real"}}),
+    )
+    .await;
+    assert_eq!(set.status, 200);
+    for planted in [
+        AttributeValue::S("attacker-plain".into()),
+        AttributeValue::N("1".into()),
+    ] {
+        let mut item = app.store.get(Table::McpServers, &key).unwrap_or_default();
+        if let Some(AttributeValue::M(members)) = item.get_mut("headers") {
+            members.insert("Injected".into(), planted.clone());
+        }
+        assert!(app.store.put(Table::McpServers, item));
+        let before = app.store.get(Table::McpServers, &key);
+        let rename = counted(&app, &sealer, &key, json!({"name": "x"})).await;
+        assert_eq!(rename.status, 500, "{planted:?}: {}", rename.body);
+        assert_eq!(
+            app.store.get(Table::McpServers, &key),
+            before,
+            "{planted:?}: written"
+        );
+        let event = Event::patch(Route::McpServers, &key.id, key.project_id.as_deref())
+            .json(&json!({"headers": {"X-More": "m"}}));
+        let response = Route::McpServers.call(&app, event.request()).await;
+        assert_eq!(response.status().as_u16(), 500, "{planted:?}");
+        assert_eq!(
+            app.store.get(Table::McpServers, &key),
+            before,
+            "{planted:?}: written by PATCH"
+        );
+    }
+    // Plain headers stored before sealing (no key) are as written: fine.
+    let plain = memory_record(&app);
+    let mut item = app.store.get(Table::McpServers, &plain).unwrap_or_default();
+    item.insert("headers".into(), to_attribute(&json!({"A": "plain"})));
+    assert!(app.store.put(Table::McpServers, item));
+    assert_eq!(
+        counted(&app, &sealer, &plain, json!({"name": "y"})).await.status,
+        200
+    );
+}

@@ -395,6 +395,42 @@ async fn every_limit_holds_on_the_merged_result_and_a_refusal_writes_nothing() {
         );
         assert_eq!(app.store.get(Table::McpServers, &key), before, "{change} wrote");
     }
+    // Patches that each fit a body cannot grow the headers past what a PUT
+    // could store (64 KiB as compact JSON): the one that would is a 400.
+    let (big_app, _) = memory_app();
+    let big = seeded(
+        &big_app,
+        Route::McpServers,
+        Route::McpServers.item(&new_id(), &new_id()),
+    );
+    let mut refused = None;
+    for round in 0..12 {
+        let change: serde_json::Map<String, Value> = (0..7)
+            .map(|i| (format!("R{round}-{i}"), json!("v".repeat(8000))))
+            .collect();
+        let before = big_app.store.get(Table::McpServers, &big);
+        let answer = patch(
+            &big_app,
+            Route::McpServers,
+            &big,
+            &json!({"headers": change}),
+            &[],
+        )
+        .await;
+        if answer.status != 200 {
+            assert_eq!(answer.status, 400, "round {round}: {}", answer.body);
+            assert_eq!(answer.body["errorDetails"]["fields"][0]["code"], "too_large");
+            assert_eq!(answer.body["errorDetails"]["fields"][0]["field"], "headers");
+            assert_eq!(
+                big_app.store.get(Table::McpServers, &big),
+                before,
+                "a refused patch wrote"
+            );
+            refused = Some(round);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(1), "the second 56 KB patch must be refused");
     // Another spelling of a stored name replaces it: still 64.
     let respelled = patch(
         &app,

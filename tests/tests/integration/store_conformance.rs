@@ -704,7 +704,7 @@ async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
     ] {
         let refused = backend.update(with(expected.clone(), KeyWrite::Keep, "d")).await;
         match refused {
-            Err(StoreError::DataKeyChanged(seen)) => assert_eq!(Some(*seen), before, "{expected:?}"),
+            Err(StoreError::DataKeyChanged(seen)) => assert_eq!(Some(*seen.0), before, "{expected:?}"),
             other => panic!("{expected:?}: expected DataKeyChanged, got {other:?}"),
         }
         assert_eq!(

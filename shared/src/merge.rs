@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item::{self, Item};
-use crate::patch::Patch;
+use crate::patch::{self, Patch};
 use crate::records::Resource;
 use crate::rules::{Policy, Rule, headers::same_header};
 
@@ -82,24 +82,14 @@ pub fn removable(rule: Rule) -> bool {
 /// the field's rule here; the merged result is held to it again by
 /// [`apply`].
 pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<MergePatch, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::EmptyUpdate);
-    }
     let mut errors = FieldErrors::new();
     let mut changes = Vec::with_capacity(body.len());
-    let mut fields: Vec<(&String, &Value)> = body.iter().collect();
-    fields.sort_unstable_by_key(|(name, _)| *name);
-    for (name, value) in fields {
+    for (name, value) in patch::sorted(body)? {
         if errors.is_full() {
             break;
         }
         let Some((field, rule)) = R::settable(name) else {
-            let (code, message) = if R::read_only().contains(&name.as_str()) {
-                ("read_only", "is read-only")
-            } else {
-                ("unknown_field", "is not a field of this record")
-            };
-            errors.push(FieldError::new(name, code, message));
+            errors.push(patch::not_settable::<R>(name));
             continue;
         };
         match value {

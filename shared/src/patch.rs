@@ -18,39 +18,50 @@ pub type Patch = item::Attributes;
 /// fields that break their rule, are one [`ApiError::Validation`] listing
 /// them all.
 pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<Patch, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::EmptyUpdate);
-    }
     let mut errors = FieldErrors::new();
     let mut patch = Patch::with_capacity(body.len());
-    // Sorted explicitly: serde_json's map order depends on a cargo feature
-    // that other crates may switch on, and the error list must not.
-    let mut fields: Vec<(&String, &Value)> = body.iter().collect();
-    fields.sort_unstable_by_key(|(name, _)| *name);
-    for (name, value) in fields {
+    for (name, value) in sorted(body)? {
         if errors.is_full() {
             break;
         }
-        if let Some((field, rule)) = R::settable(name) {
-            let before = errors.len();
-            rule.check(field, value, policy, &mut errors);
-            if errors.len() == before {
-                patch.push((field, item::to_attribute(value)));
-            }
-        } else if R::read_only().contains(&name.as_str()) {
-            errors.push(FieldError::new(name, "read_only", "is read-only"));
-        } else {
-            errors.push(FieldError::new(
-                name,
-                "unknown_field",
-                "is not a field of this record",
-            ));
+        let Some((field, rule)) = R::settable(name) else {
+            errors.push(not_settable::<R>(name));
+            continue;
+        };
+        let before = errors.len();
+        rule.check(field, value, policy, &mut errors);
+        if errors.len() == before {
+            patch.push((field, item::to_attribute(value)));
         }
     }
     if errors.is_empty() {
         Ok(patch)
     } else {
         Err(ApiError::Validation(errors.into_vec()))
+    }
+}
+
+/// The fields a body (of a `PUT` or a merge patch) names, sorted by name:
+/// problems are listed in that order whatever the map's. `{}` is
+/// [`ApiError::EmptyUpdate`].
+pub fn sorted(body: &Map<String, Value>) -> Result<Vec<(&str, &Value)>, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::EmptyUpdate);
+    }
+    // Sorted explicitly: serde_json's map order depends on a cargo feature
+    // that other crates may switch on, and the error list must not.
+    let mut fields: Vec<(&str, &Value)> = body.iter().map(|(name, value)| (name.as_str(), value)).collect();
+    fields.sort_unstable_by_key(|(name, _)| *name);
+    Ok(fields)
+}
+
+/// The problem with a field `name` no request may set on `R`: read-only,
+/// or not a field of it at all.
+pub fn not_settable<R: Resource>(name: &str) -> FieldError {
+    if R::read_only().contains(&name) {
+        FieldError::new(name, "read_only", "is read-only")
+    } else {
+        FieldError::new(name, "unknown_field", "is not a field of this record")
     }
 }
 

@@ -587,6 +587,21 @@ pub async fn serve_local_api<S: Store + Clone + 'static>(
     serve_local_api_with(local, shutdown).await
 }
 
+/// The local API, open to every request, on DynamoDB Local with the
+/// default policy, sealing with `sealer`: its base URL. It serves until the
+/// test ends.
+pub async fn serve_sealing(sealer: Sealer) -> String {
+    let local = dynamo_local().await;
+    let app = App {
+        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
+        settings: Settings::default(),
+        sealer: Some(sealer),
+    };
+    serve_local_api(Arc::new(app), std::future::pending::<()>())
+        .await
+        .0
+}
+
 /// As [`serve_local_api`], with any authorizer.
 pub async fn serve_local_api_with<S: Store + 'static>(
     local: LocalApi<S>,

@@ -20,26 +20,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     KmsLocal, Route, body_json, capture_logs, client, dynamo_local, free_port, get_item, http, kms_decrypt,
-    kms_local, put_item, serve_local_api,
+    kms_local, put_item, serve_local_api, serve_sealing,
 };
 use serde_json::{Value, json};
 
 const SENTINEL: &str = "mcp-SEALED-HEADER-SENTINEL-7c2f";
-
-async fn serve(sealer: Sealer) -> String {
-    let local = dynamo_local().await;
-    let app = App {
-        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
-        settings: Settings {
-            policy: Policy::default(),
-            ..Settings::default()
-        },
-        sealer: Some(sealer),
-    };
-    serve_local_api(Arc::new(app), std::future::pending::<()>())
-        .await
-        .0
-}
 
 /// A fresh MCP server record with plain headers, as written before sealing.
 async fn plain_record() -> Key {
@@ -129,7 +114,7 @@ fn open_as_documented(plain_key: &[u8], key: &Key, name: &str, sealed: &[u8]) ->
 async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_record_and_name() {
     let (logs, _guard) = capture_logs();
     let kms = kms_local().await;
-    let base = serve(kms.sealer()).await;
+    let base = serve_sealing(kms.sealer()).await;
     let key = plain_record().await;
     let other = plain_record().await;
     let headers = json!({"Authorization": format!("Bearer {SENTINEL}"), "X-Api-Key": SENTINEL, "Accept": "text/event-stream"});
@@ -237,7 +222,7 @@ async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_
 async fn a_kms_outage_writes_nothing_where_kms_is_needed_and_nothing_else_stops() {
     let (logs, _guard) = capture_logs();
     let kms = KmsLocal::start(free_port()).await;
-    let base = serve(kms.sealer()).await;
+    let base = serve_sealing(kms.sealer()).await;
     let sealed = plain_record().await;
     let reply = put(
         &base,

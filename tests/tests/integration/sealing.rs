@@ -18,27 +18,11 @@ use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{
     KmsLocal, Route, capture_logs, client, dynamo_local, free_port, get_item, http, kms_client_budgeted,
-    kms_decrypt, kms_local, put_item, serve_local_api,
+    kms_decrypt, kms_local, put_item, serve_local_api, serve_sealing,
 };
 use serde_json::json;
 
 const SENTINEL: &str = "sk-proj-SEALED-SENTINEL-4b1e9d";
-
-/// The local API on DynamoDB Local, sealing with `sealer`.
-async fn serve(sealer: Sealer) -> String {
-    let local = dynamo_local().await;
-    let app = App {
-        store: DynamoStore::new(client(&local.endpoint), TableNames::default()),
-        settings: Settings {
-            policy: Policy::default(),
-            ..Settings::default()
-        },
-        sealer: Some(sealer),
-    };
-    serve_local_api(Arc::new(app), std::future::pending::<()>())
-        .await
-        .0
-}
 
 /// A fresh API key record holding `api_key` as written before sealing.
 async fn plain_key_record(api_key: &str) -> (String, Key) {
@@ -80,7 +64,7 @@ fn url(base: &str, id: &str) -> String {
 async fn a_key_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_record() {
     let (logs, _guard) = capture_logs();
     let kms = kms_local().await;
-    let base = serve(kms.sealer()).await;
+    let base = serve_sealing(kms.sealer()).await;
     let (id, key) = plain_key_record("sk-old-plain").await;
     let (other_id, _) = plain_key_record("sk-other").await;
 
@@ -130,7 +114,7 @@ async fn a_kms_outage_is_a_503_with_nothing_written_and_a_request_without_a_key_
     let (logs, _guard) = capture_logs();
     // A KMS of this test's own, stopped mid-run.
     let kms = KmsLocal::start(free_port()).await;
-    let base = serve(kms.sealer()).await;
+    let base = serve_sealing(kms.sealer()).await;
     let (id, key) = plain_key_record("sk-before").await;
     let json = [("content-type", "application/json")];
     let first = http(
@@ -189,7 +173,7 @@ async fn a_key_kms_refuses_is_a_500_with_one_error_line_and_nothing_written() {
         kms_client_budgeted(&kms.endpoint),
         "alias/no-such-key".into(),
     ));
-    let base = serve(missing).await;
+    let base = serve_sealing(missing).await;
     let (id, key) = plain_key_record("sk-before").await;
     let before = stored(&key).await;
     let json = [("content-type", "application/json")];

@@ -10,17 +10,16 @@
 use std::sync::Arc;
 
 use agent_server_shared::item::Item;
-use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::{self, DataKey, MemorySealer, SealError, Sealer};
 use agent_server_shared::store::{
-    DataKeyUse, DynamoStore, ExpectedKey, Key, KeyWrite, MemoryStore, Store, StoreError, TableNames, Update,
+    DataKeyUse, ExpectedKey, Key, KeyWrite, MemoryStore, Store, StoreError, TableNames, Update,
 };
 use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     KmsLocal, Route, body_json, capture_logs, client, dynamo_local, free_port, get_item, http, kms_decrypt,
-    kms_local, put_item, serve_local_api, serve_sealing,
+    kms_local, put_item, serve_sealing,
 };
 use serde_json::{Value, json};
 

@@ -218,7 +218,7 @@ async fn one_header_changes_or_goes_without_sending_the_others() {
         (200, Value::Null)
     );
     let stored = app.store.get(Table::McpServers, &key).unwrap_or_default();
-    assert!(stored.get("headers").is_none() && stored.get("headers_key").is_none());
+    assert!(!stored.contains_key("headers") && !stored.contains_key("headers_key"));
     // Headers added to a record with none get a new key, one KMS call.
     let kms = sealer.calls();
     let added = patch(

@@ -6,19 +6,16 @@
 //! one ERROR line; `seal-api-keys` seals items written before sealing
 //! without losing a concurrent write.
 
-use std::sync::Arc;
-
 use agent_server_ops::{Report, seal_item, seal_table};
+use agent_server_shared::Table;
 use agent_server_shared::item::Item;
-use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::{KmsSealer, Sealer};
+use agent_server_shared::store::Key;
 use agent_server_shared::store::TableNames;
-use agent_server_shared::store::{DynamoStore, Key};
-use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{
     KmsLocal, Route, capture_logs, client, dynamo_local, free_port, get_item, http, kms_client_budgeted,
-    kms_decrypt, kms_local, put_item, serve_local_api, serve_sealing,
+    kms_decrypt, kms_local, put_item, serve_sealing,
 };
 use serde_json::json;
 

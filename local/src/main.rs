@@ -48,13 +48,18 @@ enum Command {
 #[derive(Debug, Args)]
 struct TokenArgs {
     /// The secret local-api checks tokens with
-    #[arg(long, value_name = "SECRET")]
+    #[arg(long, value_name = "SECRET", allow_hyphen_values = true)]
     jwt_secret: String,
     /// What the projects claim lists: ids separated by spaces, or *
-    #[arg(long, value_name = "IDS", default_value = "*")]
+    #[arg(long, value_name = "IDS", default_value = "*", allow_hyphen_values = true)]
     projects: String,
     /// The token's subject
-    #[arg(long, value_name = "SUB", default_value = "developer")]
+    #[arg(
+        long,
+        value_name = "SUB",
+        default_value = "developer",
+        allow_hyphen_values = true
+    )]
     sub: String,
     /// Its lifetime, in minutes
     #[arg(long, value_name = "N", default_value_t = 720)]
@@ -84,7 +89,9 @@ struct Options {
     #[arg(long = "rie", value_name = "FUNCTION=HOST:PORT")]
     emulators: Vec<String>,
     /// AUTH: HS256 tokens signed with SECRET
-    #[arg(long, value_name = "SECRET", group = "auth")]
+    // A generated secret may start with `-` (URL-safe base64): a value,
+    // never an option.
+    #[arg(long, value_name = "SECRET", group = "auth", allow_hyphen_values = true)]
     jwt_secret: Option<String>,
     /// AUTH: RS256/ES256 tokens signed by a key of this JWKS file
     #[arg(long, value_name = "FILE", group = "auth")]
@@ -93,10 +100,10 @@ struct Options {
     #[arg(long, group = "auth")]
     no_auth: bool,
     /// With a JWT mode: require iss = ISS
-    #[arg(long, value_name = "ISS")]
+    #[arg(long, value_name = "ISS", allow_hyphen_values = true)]
     jwt_issuer: Option<String>,
     /// With a JWT mode: require aud (or client_id) = AUD (repeat for several)
-    #[arg(long = "jwt-audience", value_name = "AUD")]
+    #[arg(long = "jwt-audience", value_name = "AUD", allow_hyphen_values = true)]
     jwt_audiences: Vec<String>,
 }
 

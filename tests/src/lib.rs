@@ -47,6 +47,40 @@ pub fn length_limits<R: agent_server_shared::Resource>() -> Vec<(&'static str, u
         .collect()
 }
 
+/// A workspace binary's debug build, built (or found fresh) by the
+/// Makefile's build command (`cargo build --workspace --bins --examples`,
+/// so features unify as everywhere else and no other build overwrites it);
+/// its path as cargo reports it.
+///
+/// # Panics
+/// If the build fails or makes no binary of that name.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let output = Command::new(env!("CARGO"))
+        .current_dir(repo_root())
+        .args([
+            "build",
+            "--locked",
+            "--workspace",
+            "--bins",
+            "--examples",
+            "--message-format=json",
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo build --workspace --bins failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact" && message["target"]["name"] == name)
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo built no {name} binary"))
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

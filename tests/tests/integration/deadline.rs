@@ -152,35 +152,6 @@ async fn silent_endpoint() -> String {
     format!("http://{address}")
 }
 
-/// The function's debug binary, built (or found fresh) by the Makefile's
-/// build command; its path as cargo reports it.
-fn function_binary() -> PathBuf {
-    let output = Command::new(env!("CARGO"))
-        .current_dir(integration_tests::repo_root())
-        .args([
-            "build",
-            "--locked",
-            "--workspace",
-            "--bins",
-            "--examples",
-            "--message-format=json",
-        ])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
-    assert!(
-        output.status.success(),
-        "cargo build --workspace --bins failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|message| message["reason"] == "compiler-artifact" && message["target"]["name"] == FUNCTION)
-        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo built no {FUNCTION} binary"))
-}
-
 /// The function's process, killed when the test ends however it ends.
 struct Running {
     child: Child,
@@ -251,7 +222,9 @@ async fn a_silent_database_is_a_503_envelope_before_the_invocations_deadline() {
     // Only while the plain budget outlasts the deadline does the deadline
     // have anything to bound.
     assert!(TIME_BUDGET >= 2 * DEADLINE_IN, "{TIME_BUDGET:?}");
-    let binary = tokio::task::spawn_blocking(function_binary).await.unwrap();
+    let binary = tokio::task::spawn_blocking(|| integration_tests::workspace_binary(FUNCTION))
+        .await
+        .unwrap();
     let event = Event::put(Route::Models, ID, Some(PROJECT))
         .json(&json!({"name": "renamed"}))
         .to_json();

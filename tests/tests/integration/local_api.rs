@@ -197,3 +197,55 @@ async fn many_header_lines_reach_the_function() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.headers["etag"], "\"1\"");
 }
+
+/// local-api's command line (clap): a secret is a value whatever its first
+/// character (a generated one may start with `-`), exactly one way to
+/// authenticate, and `token` signs for the secret given.
+#[test]
+fn the_command_line_takes_any_secret_and_one_way_to_authenticate() {
+    let binary = integration_tests::workspace_binary("local-api");
+    let run = |args: &[&str]| {
+        std::process::Command::new(&binary)
+            .args(args)
+            .env("SECRETS_KEY_ID", "alias/none")
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", binary.display()))
+    };
+    let token = run(&[
+        "token",
+        "--jwt-secret",
+        "-Bsecret",
+        "--projects",
+        "*",
+        "--sub",
+        "-me",
+    ]);
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let text = String::from_utf8_lossy(&token.stdout).trim().to_string();
+    let claims = jsonwebtoken::decode::<serde_json::Value>(
+        &text,
+        &jsonwebtoken::DecodingKey::from_secret(b"-Bsecret"),
+        &jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256),
+    )
+    .unwrap_or_else(|e| panic!("not a token for that secret: {e}"));
+    assert_eq!(claims.claims["sub"], "-me");
+    for (args, said) in [
+        (&["--jwks", "x", "--no-auth"][..], "cannot be used with"),
+        (&["--jwt-secret", "-s", "--no-auth"][..], "cannot be used with"),
+        (&[][..], "choose how requests are authenticated"),
+        (
+            &["--no-auth", "--jwt-issuer", "i"][..],
+            "need --jwt-secret or --jwks",
+        ),
+        (&["--addr", "nowhere", "--no-auth"][..], "invalid value"),
+    ] {
+        let refused = run(args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+}

@@ -326,7 +326,10 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool) -
          curl -sS -X PUT '{base}/mcp-servers/{mcp}?project_id={project}'{one} -H 'Content-Type: application/json' \\\n  \
          -d '{{\"endpoint\": \"http://localhost:8931/mcp\", \"headers\": {{\"Authorization\": \"Bearer new-token\"}}}}'\n\n\
          curl -sS -X PUT '{base}/models/{model}?project_id={project}'{one} -H 'Content-Type: application/json' \\\n  \
-         -d '{{\"provider_type\": \"Anthropic\", \"parameters\": {{\"temperature\": 0.2, \"max_tokens\": 8192}}}}'\n",
+         -d '{{\"provider_type\": \"Anthropic\", \"parameters\": {{\"temperature\": 0.2, \"max_tokens\": 8192}}}}'\n\n\
+         # PATCH, a JSON Merge Patch: one parameter changed, one removed, the rest kept\n\
+         curl -sS -X PATCH '{base}/models/{model}?project_id={project}'{one} -H 'Content-Type: application/merge-patch+json' \\\n  \
+         -d '{{\"parameters\": {{\"temperature\": 0.7, \"max_tokens\": null}}}}'\n",
         key = samples::API_KEY_ID,
         mcp = samples::MCP_SERVER_ID,
         model = samples::MODEL_ID,

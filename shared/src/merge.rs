@@ -45,11 +45,6 @@ impl MergePatch {
         self.changes.iter().map(|(name, _, _)| *name)
     }
 
-    /// Whether the patch names `field`.
-    pub fn touches(&self, field: &str) -> bool {
-        self.changes.iter().any(|(name, _, _)| *name == field)
-    }
-
     /// The partial update this patch is when it merges no object into a
     /// field: the attributes to set, and the fields its `null`s remove.
     /// `None` when it merges one, which takes the stored record.

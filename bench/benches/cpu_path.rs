@@ -1,5 +1,5 @@
-//! The CPU path of one request, without the database: lambda_http's
-//! request in, extraction, strict JSON, validation, one (stubbed) store
+//! The CPU path of one request, without the database: the API Gateway
+//! event (as JSON) read into a request, extraction, strict JSON, validation, one (stubbed) store
 //! call, record decoding and the envelope out. Small and large (up to
 //! 16 KiB) valid bodies for each route.
 
@@ -12,11 +12,6 @@ use agent_server_shared::store::{Store, StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use lambda_http::RequestExt;
-use lambda_http::aws_lambda_events::apigw::{
-    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription, ApiGatewayV2httpRequestContext,
-};
-use lambda_http::request::RequestContext;
 use serde_json::{Value, json};
 
 /// Answers every update with the item it was built with, as DynamoDB's
@@ -45,41 +40,36 @@ impl Store for Stub {
     }
 }
 
-fn request(path: &str, scoped: bool, body: &str) -> Request {
-    let query: std::collections::HashMap<String, Vec<String>> = if scoped {
-        [(
-            "project_id".to_string(),
-            vec!["8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d".to_string()],
-        )]
-        .into()
+/// The payload 2.0 event API Gateway sends for a PUT of `body` on `path`
+/// by a JWT caller granted every project (the API-key route needs that).
+fn event(route: &str, path: &str, scoped: bool, body: &str) -> Value {
+    let query = if scoped {
+        "project_id=8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"
     } else {
-        Default::default()
+        ""
     };
-    let request = lambda_http::http::Request::builder()
-        .method("PUT")
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(lambda_http::Body::Text(body.to_string()))
-        .unwrap_or_default();
-    // A JWT caller granted every project (the API-key route needs that),
-    // as API Gateway's authorizer hands it over.
-    let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
-    jwt.claims.insert("sub".into(), "bench".into());
-    jwt.claims.insert(
-        agent_server_shared::auth::DEFAULT_PROJECTS_CLAIM.into(),
-        "*".into(),
-    );
-    let mut authorizer = ApiGatewayRequestAuthorizer::default();
-    authorizer.jwt = Some(jwt);
-    let mut context = ApiGatewayV2httpRequestContext::default();
-    context.authorizer = Some(authorizer);
-    request
-        .with_path_parameters(std::collections::HashMap::from([(
-            "id".to_string(),
-            "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f".to_string(),
-        )]))
-        .with_query_string_parameters(query)
-        .with_request_context(RequestContext::ApiGatewayV2(context))
+    json!({
+        "version": "2.0",
+        "routeKey": format!("PUT {route}"),
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": {"content-type": "application/json", "host": "id.execute-api.us-east-1.amazonaws.com"},
+        "requestContext": {
+            "authorizer": {"jwt": {"claims": {"sub": "bench", "projects": "*"}, "scopes": null}},
+            "domainName": "id.execute-api.us-east-1.amazonaws.com",
+            "http": {"method": "PUT", "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "bench"},
+            "requestId": "bench",
+            "stage": "$default",
+        },
+        "pathParameters": {"id": "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"},
+        "isBase64Encoded": false,
+        "body": body,
+    })
+}
+
+/// The request the Lambda entry reads of `event`.
+fn request(event: Value) -> Request {
+    Request::from_event(event, lambda_runtime::Context::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn stored(extra: &[(&str, Value)]) -> Item {
@@ -110,18 +100,19 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
     for (size, body) in bodies {
         let text = body.to_string();
         let path = R::ROUTE.replace("{id}", "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f");
+        let event = event(R::ROUTE, &path, scoped, &text);
         let check = runtime.block_on(agent_server_shared::update_record::<R, Stub>(
             &app,
-            request(&path, scoped, &text),
+            request(event.clone()),
         ));
         assert_eq!(check.status(), 200, "{name} {size}: {:?}", check.body());
         c.bench_function(&format!("{name}/{size} ({} bytes)", text.len()), |b| {
             b.iter_batched(
-                || request(&path, scoped, &text),
-                |request| {
+                || event.clone(),
+                |event| {
                     runtime.block_on(agent_server_shared::update_record::<R, Stub>(
                         &app,
-                        black_box(request),
+                        request(black_box(event)),
                     ))
                 },
                 BatchSize::SmallInput,

@@ -16,8 +16,8 @@
 use std::path::{Path, PathBuf};
 
 use agent_server_shared::{Response, envelope};
-use lambda_http::Body;
-use lambda_http::http::{Method, StatusCode, header};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{Method, StatusCode, header};
 
 /// The API description, as committed: the same text the functions are held
 /// to (tests/tests/integration/openapi.rs).

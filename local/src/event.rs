@@ -5,13 +5,15 @@
 //! Interface Emulator.
 
 use agent_server_shared::Response;
+
+use crate::HttpRequest;
+use aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::uri::Authority;
+use aws_lambda_events::http::{HeaderValue, StatusCode, header};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Utc};
-use lambda_http::Body;
-use lambda_http::aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayV2httpResponse};
-use lambda_http::http::uri::Authority;
-use lambda_http::http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
 /// The stage the local API serves: the HTTP API's default stage, which
@@ -38,7 +40,7 @@ pub struct Gateway<'a> {
 /// moved to `cookies`, the raw path and query kept, the query's values
 /// decoded (a repeated name's values joined by commas), and a body that is
 /// not UTF-8 text sent as base64.
-pub fn of_request(request: &lambda_http::Request, gateway: Gateway<'_>) -> Value {
+pub fn of_request(request: &HttpRequest, gateway: Gateway<'_>) -> Value {
     let uri = request.uri();
     let mut headers = Map::new();
     let mut cookies = Vec::new();
@@ -169,8 +171,8 @@ pub fn failure(status: StatusCode) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription;
-    use lambda_http::http::Request;
+    use aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription;
+    use aws_lambda_events::http::Request;
 
     fn event(request: Request<Body>) -> Value {
         let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();

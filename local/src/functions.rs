@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use crate::routes::Route;
 
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderValue, Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
-use lambda_http::http::{HeaderValue, Method, Request, StatusCode, Uri, header};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -158,7 +159,7 @@ impl Emulators {
             plain
                 .headers
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            plain.body = Some(lambda_http::Body::Text(answer.to_string()));
+            plain.body = Some(Body::Text(answer.to_string()));
             return Ok(plain);
         }
         serde_json::from_value(answer).map_err(|e| InvokeError::Failed(e.to_string()))

@@ -13,13 +13,11 @@ use std::collections::HashMap;
 
 use agent_server_shared::Response;
 use agent_server_shared::auth::ALL_PROJECTS;
+use aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, StatusCode, header};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use lambda_http::Body;
-use lambda_http::aws_lambda_events::apigw::{
-    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
-};
-use lambda_http::http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value};
 
 /// The principal `--no-auth` requests carry.

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::envelope;
 use agent_server_shared::handler::{AccessEntry, access_log};
-use agent_server_shared::{ApiError, App, Request, Response, Store};
+use agent_server_shared::{ApiError, App, Response, Store};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http;
 use functions::Functions;
 use gateway::Authorizer;
 use http_body_util::{BodyExt, Full, Limited};
@@ -32,10 +34,14 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use lambda_http::{Body, Context};
+use lambda_runtime::Context;
 use routes::Route as FunctionRoute;
 use tokio::net::TcpListener;
 use tracing::Instrument;
+
+/// A request as the local API reads it off the socket, before API
+/// Gateway's part turns it into the event a function takes.
+pub type HttpRequest = http::Request<Body>;
 
 /// Where every route lives.
 pub const PREFIX: &str = "/api/agent-server/";
@@ -69,14 +75,14 @@ pub struct LocalApi<S> {
 /// first (404, 405), then the authorizer (401), then the function. The
 /// reference's own paths ([`docs`]) are answered first, without a token:
 /// they are no route of the API.
-pub async fn route<S: Store>(local: &LocalApi<S>, request: Request) -> Response {
+pub async fn route<S: Store>(local: &LocalApi<S>, request: HttpRequest) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let span = agent_server_shared::logging::request_span(&request_id);
     route_in_span(local, request, request_id).instrument(span).await
 }
 
 /// [`route`], inside the request's span: every line it logs carries the id.
-async fn route_in_span<S: Store>(local: &LocalApi<S>, request: Request, request_id: String) -> Response {
+async fn route_in_span<S: Store>(local: &LocalApi<S>, request: HttpRequest, request_id: String) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
     if let Some(response) = local.docs.answer(request.method(), &path, &request_id) {
@@ -153,8 +159,7 @@ pub enum Unrouted {
 
 /// The methods each route accepts: `PUT` (a partial update) and `PATCH` (a
 /// JSON Merge Patch), both served by the record kind's one function.
-pub const ROUTED_METHODS: [lambda_http::http::Method; 2] =
-    [lambda_http::http::Method::PUT, lambda_http::http::Method::PATCH];
+pub const ROUTED_METHODS: [http::Method; 2] = [http::Method::PUT, http::Method::PATCH];
 /// The methods the routes accept, for `Allow` on a 405.
 pub const ALLOWED_METHODS: &str = "PUT, PATCH";
 
@@ -173,7 +178,7 @@ impl Unrouted {
                     None,
                     request_id,
                 );
-                envelope::set_header(&mut response, lambda_http::http::header::ALLOW, ALLOWED_METHODS);
+                envelope::set_header(&mut response, http::header::ALLOW, ALLOWED_METHODS);
                 response
             }
             Self::TooLarge => envelope::failure(&ApiError::PayloadTooLarge, request_id),
@@ -181,14 +186,14 @@ impl Unrouted {
     }
 }
 
-fn unrouted(request: &Request, answer: Unrouted, started: Instant, request_id: &str) -> Response {
+fn unrouted(request: &HttpRequest, answer: Unrouted, started: Instant, request_id: &str) -> Response {
     let response = answer.response(request_id);
     log(request, &response, started, request_id);
     response
 }
 
 /// The access-log line of a request no function saw.
-fn log(request: &Request, response: &Response, started: Instant, request_id: &str) {
+fn log(request: &HttpRequest, response: &Response, started: Instant, request_id: &str) {
     access_log(&AccessEntry {
         method: request.method().as_str(),
         route: request.uri().path(),
@@ -200,7 +205,7 @@ fn log(request: &Request, response: &Response, started: Instant, request_id: &st
     });
 }
 
-/// Reads a hyper request into `lambda_http`'s type, routes it, and turns
+/// Reads a hyper request into an [`HttpRequest`], routes it, and turns
 /// the response back.
 pub async fn respond<S: Store>(
     local: &LocalApi<S>,
@@ -216,7 +221,7 @@ pub async fn respond<S: Store>(
         .is_some_and(|target| !target.as_str().is_ascii())
     {
         let mut bare = hyper::Response::new(Full::new(Bytes::new()));
-        *bare.status_mut() = lambda_http::http::StatusCode::BAD_REQUEST;
+        *bare.status_mut() = http::StatusCode::BAD_REQUEST;
         return bare;
     }
     let response = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
@@ -227,10 +232,10 @@ pub async fn respond<S: Store>(
             } else {
                 Body::Binary(bytes.to_vec())
             };
-            route(local, Request::from_parts(parts, body)).await
+            route(local, HttpRequest::from_parts(parts, body)).await
         }
         Err(_) => {
-            let request = Request::from_parts(parts, Body::Empty);
+            let request = HttpRequest::from_parts(parts, Body::Empty);
             let request_id = uuid::Uuid::new_v4().to_string();
             unrouted(&request, Unrouted::TooLarge, Instant::now(), &request_id)
         }

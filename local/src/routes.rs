@@ -6,7 +6,8 @@
 use agent_server_shared::records::{ApiKey, Field, McpServer, Model, Resource};
 use agent_server_shared::store::{Store, Table};
 use agent_server_shared::{App, Request, Response, lambda};
-use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use lambda_runtime::Context;
 use serde_json::Value;
 
 /// One update route.
@@ -83,7 +84,7 @@ impl Route {
         self,
         app: &App<S>,
         event: Value,
-        context: lambda_http::Context,
+        context: Context,
     ) -> ApiGatewayV2httpResponse {
         with_record!(self, R => lambda::respond::<R, S>(app, event, context).await)
     }

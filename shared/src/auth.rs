@@ -19,10 +19,6 @@
 //!   deployed without authorization; a Lambda authorizer): nothing is
 //!   granted. Authorization fails closed.
 
-use lambda_http::RequestExt;
-use lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizer;
-use lambda_http::request::RequestContext;
-
 use crate::Request;
 use crate::error::ApiError;
 use crate::ids::parse_uuid;
@@ -217,7 +213,7 @@ impl Caller {
 /// `sub` or ARN is no principal, as a token without `sub` is: one spelling
 /// of "nobody named".
 pub fn principal(request: &Request) -> Option<String> {
-    let authorizer = authorizer(request)?;
+    let authorizer = request.authorizer()?;
     let named = match (&authorizer.jwt, &authorizer.iam) {
         (Some(jwt), _) => jwt.claims.get("sub").map(String::as_str),
         (None, Some(iam)) => iam.user_arn.as_deref(),
@@ -231,7 +227,7 @@ pub fn principal(request: &Request) -> Option<String> {
 /// What the identity in `request` may change: the JWT's projects claim,
 /// everything for an IAM caller, nothing without either.
 fn grants(request: &Request, projects_claim: &str) -> Grants {
-    let Some(authorizer) = authorizer(request) else {
+    let Some(authorizer) = request.authorizer() else {
         return Grants::NONE;
     };
     match (&authorizer.jwt, &authorizer.iam) {
@@ -246,14 +242,6 @@ fn grants(request: &Request, projects_claim: &str) -> Grants {
         },
         (None, Some(_)) => Grants::All,
         (None, None) => Grants::NONE,
-    }
-}
-
-fn authorizer(request: &Request) -> Option<&ApiGatewayRequestAuthorizer> {
-    match request.request_context_ref()? {
-        RequestContext::ApiGatewayV2(context) => context.authorizer.as_ref(),
-        #[allow(unreachable_patterns)] // other event types, if a feature brings them in
-        _ => None,
     }
 }
 

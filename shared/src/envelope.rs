@@ -1,8 +1,8 @@
 //! The one JSON envelope every response body uses:
 //! `{"error", "message", "data", "status", "errorDetails"}`.
 
-use lambda_http::Body;
-use lambda_http::http::{HeaderValue, StatusCode, header};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
 

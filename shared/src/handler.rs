@@ -19,7 +19,6 @@ use crate::request;
 use crate::store::{Key, Store};
 use crate::writes;
 use crate::{Request, Response};
-use lambda_http::RequestExt;
 
 /// Handles one update of a record of kind `R`. Never fails: every outcome,
 /// including a database outage, is an envelope.
@@ -110,7 +109,7 @@ async fn apply<R: Resource, S: Store>(
         key,
         preconditions,
         principal: caller.principal.clone(),
-        budget: Budget::start(request.lambda_context_ref().and_then(Budget::deadline_of)),
+        budget: Budget::start(Budget::deadline_of(request.context())),
     };
     let item = match kind {
         request::BodyKind::Update => {

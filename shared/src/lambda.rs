@@ -14,14 +14,10 @@
 //! `"abort"`): a panicking request then gets the envelope's 500
 //! instead of API Gateway's bare `{"message":"Internal Server Error"}`.
 //!
-//! The function reads its event itself ([`respond`]) rather than through
-//! `lambda_http::run`, whose conversion of an event into a request unwraps
-//! and expects (a URL built from `Host` and `X-Forwarded-Proto`, the raw
-//! query, a base64 body): a value there that it cannot parse would panic
-//! before any guard of ours runs, and API Gateway would answer its bare
-//! 502. Here the event is read, the values that conversion cannot take are
-//! repaired or refused (400 `invalid_request`), and the conversion runs
-//! under a guard, so every event gets an envelope.
+//! The function takes its event as JSON ([`respond`]) and reads it itself
+//! ([`Request::from_event`]), so an event that is not an HTTP API event is
+//! answered with the envelope's 400, not failed in the runtime (which API
+//! Gateway would turn into its bare 502).
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -32,16 +28,13 @@ use std::process::ExitCode;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use base64::Engine as _;
-use lambda_http::aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
-use lambda_http::http::header::{HOST, SET_COOKIE};
-use lambda_http::http::{HeaderName, Method};
-use lambda_http::request::LambdaRequest;
-use lambda_http::{Body, LambdaEvent, RequestExt, service_fn};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::Method;
+use aws_lambda_events::http::header::SET_COOKIE;
+use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use tracing::Instrument;
-use url::Url;
 
 use crate::config::ConfigError;
 use crate::envelope;
@@ -113,7 +106,7 @@ pub fn started<S>(app: Result<App<S>, ConfigError>) -> Option<App<S>> {
 pub async fn respond<R: Resource, S: Store>(
     app: &App<S>,
     event: Value,
-    context: lambda_http::Context,
+    context: lambda_runtime::Context,
 ) -> ApiGatewayV2httpResponse {
     let span = logging::request_span(&context.request_id);
     respond_in_span::<R, S>(app, event, context)
@@ -124,9 +117,9 @@ pub async fn respond<R: Resource, S: Store>(
 async fn respond_in_span<R: Resource, S: Store>(
     app: &App<S>,
     event: Value,
-    context: lambda_http::Context,
+    context: lambda_runtime::Context,
 ) -> ApiGatewayV2httpResponse {
-    let response = match request_from_event(event, context.clone()) {
+    let response = match Request::from_event(event, context.clone()) {
         Ok(request) => handle::<R, S>(app, request).await,
         Err(error) => {
             let started = Instant::now();
@@ -145,136 +138,6 @@ async fn respond_in_span<R: Resource, S: Store>(
         }
     };
     event_response(response)
-}
-
-/// `X-Forwarded-Proto`: read by `lambda_http` as the URL's scheme.
-const FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-
-/// What `http::Uri` refuses in a query, percent-encoded so a raw query
-/// API Gateway passed on verbatim still forms a request line. `%` stays:
-/// the query's own escapes must survive unchanged.
-const QUERY_ESCAPES: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'<')
-    .add(b'>')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}');
-
-/// The request `lambda_http` makes of a payload 2.0 `event`, with the
-/// values its conversion would panic on dealt with first:
-///
-/// - a `Host` or `X-Forwarded-Proto` that does not form a URL with the
-///   path is dropped (the handlers never read the URL's scheme or host;
-///   API Gateway routed on them already);
-/// - a raw query's bytes a request line cannot carry are percent-encoded;
-/// - a body flagged base64 that is not base64 is refused.
-///
-/// The conversion still runs under `catch_unwind`, so a case not foreseen
-/// here is a 400 as well, never a panic out of the function.
-pub fn request_from_event(event: Value, context: lambda_http::Context) -> Result<Request, ApiError> {
-    let mut event: ApiGatewayV2httpRequest =
-        serde_json::from_value(event).map_err(|_| ApiError::BadRequest)?;
-    if let Some(query) = &event.raw_query_string {
-        event.raw_query_string = Some(escape_query(query));
-    }
-    // Each step drops one value the URL is built from, until it builds.
-    let fallbacks: [fn(&mut ApiGatewayV2httpRequest); 3] = [
-        |event| drop(event.headers.remove(FORWARDED_PROTO)),
-        |event| drop(event.headers.remove(HOST)),
-        |event| event.request_context.domain_name = None,
-    ];
-    let mut fallbacks = fallbacks.iter();
-    while !forms_uri(&event) {
-        let Some(fallback) = fallbacks.next() else {
-            return Err(ApiError::BadRequest);
-        };
-        fallback(&mut event);
-    }
-    if event.is_base64_encoded
-        && let Some(body) = &event.body
-        && base64::engine::general_purpose::STANDARD.decode(body).is_err()
-    {
-        return Err(ApiError::BadRequest);
-    }
-    let request = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        Request::from(LambdaRequest::ApiGatewayV2(event))
-    }))
-    .map_err(|_| ApiError::BadRequest)?;
-    Ok(request.with_lambda_context(context))
-}
-
-/// `query` with the ASCII characters a request line cannot carry
-/// percent-encoded. Other characters stay as they are: `http::Uri` takes
-/// them in a query, and encoding each as three bytes could push a long
-/// query past its length limit.
-fn escape_query(query: &str) -> String {
-    let mut escaped = String::with_capacity(query.len());
-    let mut buffer = [0; 4];
-    for c in query.chars() {
-        if c.is_ascii() {
-            escaped.extend(utf8_percent_encode(c.encode_utf8(&mut buffer), QUERY_ESCAPES));
-        } else {
-            escaped.push(c);
-        }
-    }
-    escaped
-}
-
-/// Whether `lambda_http` can build the request's URI from `event`, the
-/// way its conversion does: the path with the stage in front (unless the
-/// stage is `$default` or `AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH` is set),
-/// behind `X-Forwarded-Proto`'s scheme and the `Host` header's (or the
-/// domain name's) host, parsed and written out as a WHATWG URL, then the
-/// raw query; and the result must still parse as an `http::Uri` (a host
-/// such as `a}b` is a URL host, but no URI's) and keep the path (a host
-/// such as `h/x?` parses, but moves the path).
-fn forms_uri(event: &ApiGatewayV2httpRequest) -> bool {
-    let raw_path = event.raw_path.as_deref().unwrap_or_default();
-    let path = match event.request_context.stage.as_deref() {
-        _ if std::env::var_os("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH").is_some() => raw_path.to_owned(),
-        None | Some("$default") => raw_path.to_owned(),
-        Some(stage) if raw_path.starts_with(&format!("/{stage}/")) => raw_path.to_owned(),
-        Some(stage) => format!("/{stage}{raw_path}"),
-    };
-    let Ok(relative) = Url::parse(&format!("http://localhost{path}")) else {
-        return false;
-    };
-    let host = event
-        .headers
-        .get(HOST)
-        .and_then(|value| value.to_str().ok())
-        .or(event.request_context.domain_name.as_deref());
-    let mut uri = match host {
-        None => relative.path().to_owned(),
-        Some(host) => {
-            let scheme = event
-                .headers
-                .get(FORWARDED_PROTO)
-                .and_then(|value| value.to_str().ok())
-                .unwrap_or("https");
-            let Ok(url) = Url::parse(&format!("{scheme}://{host}{path}")) else {
-                return false;
-            };
-            if url.path() != relative.path()
-                || url.query() != relative.query()
-                || url.fragment() != relative.fragment()
-            {
-                return false;
-            }
-            url.to_string()
-        }
-    };
-    if let Some(query) = event.raw_query_string.as_deref().filter(|q| !q.is_empty()) {
-        uri.push('?');
-        uri.push_str(query);
-    }
-    lambda_http::http::Uri::try_from(uri).is_ok()
 }
 
 /// A response in the form API Gateway's HTTP API takes back from a function.
@@ -410,126 +273,6 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Err(payload) => Poll::Ready(Err(payload)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn event(host: &str, proto: Option<&str>, raw_query: &str) -> Value {
-        let mut headers = json!({"host": host, "content-type": "application/json"});
-        if let Some(proto) = proto {
-            headers["x-forwarded-proto"] = json!(proto);
-        }
-        json!({
-            "version": "2.0",
-            "routeKey": "PUT /api/agent-server/models/{id}",
-            "rawPath": "/api/agent-server/models/x",
-            "rawQueryString": raw_query,
-            "headers": headers,
-            "requestContext": {
-                "http": {"method": "PUT", "path": "/api/agent-server/models/x", "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "t"},
-                "domainName": "api.example.com",
-                "stage": "$default",
-                "requestId": "r",
-            },
-            "pathParameters": {"id": "x"},
-            "isBase64Encoded": false,
-            "body": "{}",
-        })
-    }
-
-    fn converts(event: Value) -> Result<Request, ApiError> {
-        request_from_event(event, lambda_http::Context::default())
-    }
-
-    #[test]
-    fn every_query_character_forms_a_request() {
-        for code in (0u32..0x300).chain([0xFFFD, 0x1F600]) {
-            let Some(c) = char::from_u32(code) else { continue };
-            let query = format!("project_id=a{c}b&{c}=%zz%2{c}");
-            let request = converts(event("api.example.com", None, &query));
-            assert!(request.is_ok(), "{code:#x}");
-        }
-    }
-
-    #[test]
-    fn a_host_or_scheme_that_forms_no_url_is_dropped_not_fatal() {
-        for (host, proto) in [
-            ("api.example.com", Some("1nvalid")),
-            ("api.example.com", Some("https, http")),
-            ("api.example.com", Some("")),
-            ("a b", None),
-            ("[::1", Some("https")),
-            ("api.example.com:99999999", None),
-            ("", Some("https")),
-            ("h/x?", None),
-            ("h#", None),
-            ("u@h", Some("http")),
-        ] {
-            let request = converts(event(host, proto, "project_id=p"));
-            let request = request.unwrap_or_else(|error| panic!("{host:?} {proto:?}: {error}"));
-            assert_eq!(
-                request.uri().path(),
-                "/api/agent-server/models/x",
-                "{host:?} {proto:?}"
-            );
-            assert_eq!(request.uri().query(), Some("project_id=p"));
-        }
-    }
-
-    #[test]
-    fn a_long_query_of_non_ascii_text_converts() {
-        // 22,000 two-byte characters: percent-encoded they would pass
-        // http::Uri's 65,534-byte limit.
-        let query = format!("project_id=p&x={}", "é".repeat(22_000));
-        let request = converts(event("api.example.com", None, &query));
-        let request = request.unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(request.uri().query(), Some(query.as_str()));
-        let spaced = converts(event("api.example.com", None, "project_id=p&q=a b"));
-        assert_eq!(
-            spaced
-                .ok()
-                .and_then(|r| r.uri().query().map(str::to_owned))
-                .as_deref(),
-            Some("project_id=p&q=a%20b")
-        );
-    }
-
-    #[test]
-    fn bodies_flagged_base64_must_be_base64() {
-        let mut bad = event("api.example.com", None, "");
-        bad["isBase64Encoded"] = json!(true);
-        bad["body"] = json!("not base64!");
-        assert_eq!(converts(bad).err().map(|e| e.code()), Some("invalid_request"));
-        let mut good = event("api.example.com", None, "");
-        good["isBase64Encoded"] = json!(true);
-        good["body"] = json!("e30=");
-        assert_eq!(
-            converts(good).map(|r| r.body().to_vec()).ok(),
-            Some(b"{}".to_vec())
-        );
-    }
-
-    #[test]
-    fn an_event_that_is_not_an_http_event_is_refused() {
-        let mut bad_method = event("api.example.com", None, "");
-        bad_method["requestContext"]["http"]["method"] = json!("PU T");
-        for value in [
-            json!(null),
-            json!("PUT"),
-            json!([1]),
-            json!({"rawPath": 7}),
-            bad_method,
-        ] {
-            assert_eq!(
-                converts(value.clone()).err().map(|e| e.code()),
-                Some("invalid_request"),
-                "{value}"
-            );
         }
     }
 }

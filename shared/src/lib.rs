@@ -7,6 +7,7 @@
 //! field with KMS; one [`store::Store`] call writes it; [`envelope`] renders the outcome, and [`error::ApiError`]
 //! is the single place where a failure becomes a status code.
 
+pub mod apigw;
 pub mod app;
 pub mod auth;
 pub mod budget;
@@ -40,11 +41,10 @@ pub use records::Table;
 pub use records::{ApiKey, McpServer, Model, Resource};
 pub use store::Store;
 
-/// The request type every handler takes: `lambda_http`'s, so the Lambda
-/// binaries and the local API run literally the same code.
-pub type Request = lambda_http::Request;
-/// The response type every handler returns.
-pub type Response = lambda_http::Response<lambda_http::Body>;
+pub use apigw::Request;
+/// The response every handler returns; [`lambda::event_response`] puts it
+/// in the form API Gateway takes back.
+pub type Response = aws_lambda_events::http::Response<aws_lambda_events::encodings::Body>;
 
 /// The crate's imports run one way: no module depends, directly or through
 /// others, on a module that depends on it, and storage never reaches for

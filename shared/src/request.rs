@@ -1,12 +1,11 @@
 //! Reading a request: the record key, `If-Match`, and the JSON body.
 //!
-//! Works on `lambda_http`'s request as API Gateway (HTTP API, payload 2.0)
-//! delivers it: the `{id}` path parameter, the query string parsed from
+//! Works on the request as API Gateway (HTTP API, payload 2.0) delivers it
+//! ([`Request`]): the `{id}` path parameter, the query string parsed from
 //! `rawQueryString` (so a repeated `project_id` is visible), and the body
 //! already base64-decoded.
 
-use lambda_http::RequestExt;
-use lambda_http::http::header;
+use aws_lambda_events::http::{Method, header};
 use serde_json::{Map, Value};
 
 use crate::Request;
@@ -34,23 +33,18 @@ pub fn key(request: &Request, table: Table) -> Result<Key, ApiError> {
 }
 
 fn record_id(request: &Request) -> Result<String, ApiError> {
-    let raw = request
-        .path_parameters_ref()
-        .and_then(|parameters| parameters.first("id"))
-        .unwrap_or_default();
+    let raw = request.path_parameter("id").unwrap_or_default();
     parse_uuid(raw)
         .ok_or_else(|| ApiError::InvalidId(FieldError::new("id", "invalid_uuid", "must be a UUID")))
 }
 
 fn project_id(request: &Request) -> Result<String, ApiError> {
     let invalid = |code, message| ApiError::InvalidProjectId(FieldError::new("project_id", code, message));
-    let values = request
-        .query_string_parameters_ref()
-        .and_then(|query| query.all("project_id"))
-        .unwrap_or_default();
-    match values.as_slice() {
-        [] | [""] => Err(invalid("required", "the project_id query parameter is required")),
-        [value] => parse_uuid(value).ok_or_else(|| invalid("invalid_uuid", "must be a UUID")),
+    match request.query_values("project_id").as_slice() {
+        [value] if !value.is_empty() => {
+            parse_uuid(value).ok_or_else(|| invalid("invalid_uuid", "must be a UUID"))
+        }
+        [] | [_] => Err(invalid("required", "the project_id query parameter is required")),
         _ => Err(invalid("repeated", "must be given exactly once")),
     }
 }
@@ -357,7 +351,7 @@ impl BodyKind {
     /// The kind a request's method asks for: `PATCH` a merge patch, any
     /// other an update.
     pub fn of(request: &Request) -> Self {
-        if request.method() == lambda_http::http::Method::PATCH {
+        if request.method() == Method::PATCH {
             Self::MergePatch
         } else {
             Self::Update
@@ -412,7 +406,7 @@ pub fn json_body(request: &Request, kind: BodyKind) -> Result<Body, ApiError> {
         }
         (BodyKind::Update, _) => {}
     }
-    let body = request.body().as_ref();
+    let body = request.body();
     if body.len() > MAX_BODY_BYTES {
         return Err(ApiError::PayloadTooLarge);
     }
@@ -421,36 +415,35 @@ pub fn json_body(request: &Request, kind: BodyKind) -> Result<Body, ApiError> {
 
 /// The id that ties a response to its log lines: the Lambda request id.
 pub fn request_id(request: &Request) -> String {
-    request
-        .lambda_context_ref()
-        .map(|context| context.request_id.clone())
-        .filter(|id| !id.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    match request.context().request_id.as_str() {
+        "" => "unknown".into(),
+        id => id.into(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_http::Body;
-    use std::collections::HashMap;
+    use serde_json::json;
 
+    /// A PUT event with these query pairs, header lines and body.
     fn request(query: &[(&str, &str)], headers: &[(&str, &str)], body: &str) -> Request {
-        let mut builder = lambda_http::http::Request::builder().method("PUT").uri("/x");
+        let raw_query = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(query)
+            .finish();
+        let mut lines = Map::new();
         for (name, value) in headers {
-            builder = builder.header(*name, *value);
+            let line = lines.entry(name.to_string()).or_insert_with(|| json!([]));
+            line.as_array_mut().unwrap().push(json!(value));
         }
-        let mut map: HashMap<String, Vec<String>> = HashMap::new();
-        for (name, value) in query {
-            map.entry(name.to_string()).or_default().push(value.to_string());
-        }
-        builder
-            .body(Body::from(body))
-            .unwrap_or_default()
-            .with_query_string_parameters(map)
-            .with_path_parameters(HashMap::from([(
-                "id".to_string(),
-                "3F1C2A9E-7B4D-4E8A-9C21-5D6E7F8A9B01".to_string(),
-            )]))
+        let event = json!({
+            "rawQueryString": raw_query,
+            "headers": lines,
+            "requestContext": {"http": {"method": "PUT"}},
+            "pathParameters": {"id": "3F1C2A9E-7B4D-4E8A-9C21-5D6E7F8A9B01"},
+            "body": body,
+        });
+        Request::from_event(event, lambda_runtime::Context::default()).unwrap()
     }
 
     fn code(result: Result<impl std::fmt::Debug, ApiError>) -> String {
@@ -691,16 +684,13 @@ mod tests {
         assert_eq!(versions(""), "ok Some([])");
         assert_eq!(versions(" , ,"), "ok Some([])");
         // obs-text is an etagc: well-formed, matching no version.
-        for bytes in [&b"\"\xff\""[..], b"\"caf\xc3\xa9\", \"2\"", b"W/\"\x80\""] {
-            let mut request = request(&[], &[], "");
-            let value = header::HeaderValue::from_bytes(bytes).unwrap_or_else(|e| panic!("{e}"));
-            request.headers_mut().insert(header::IF_MATCH, value);
-            let expected = if bytes.ends_with(b"\"2\"") {
+        for value in ["\"\u{ff}\"", "\"café\", \"2\"", "W/\"\u{80}\""] {
+            let expected = if value.ends_with("\"2\"") {
                 "ok Some([2])"
             } else {
                 "ok Some([])"
             };
-            assert_eq!(code(expected_versions(&request)), expected, "{bytes:?}");
+            assert_eq!(versions(value), expected, "{value:?}");
         }
         for bad in [
             "3",

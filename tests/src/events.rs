@@ -4,6 +4,7 @@
 
 use agent_server_shared::Request;
 use base64::Engine;
+use lambda_runtime::Context;
 use serde_json::{Value, json};
 
 use crate::Route;
@@ -129,8 +130,8 @@ impl Event {
             .collect();
         let mut query = serde_json::Map::new();
         for (name, value) in url::form_urlencoded::parse(self.raw_query.as_bytes()) {
-            // API Gateway joins repeated names with commas here; lambda_http
-            // reads rawQueryString instead.
+            // API Gateway joins repeated names with commas here; the
+            // functions read rawQueryString instead.
             let joined = match query.get(name.as_ref()).and_then(Value::as_str) {
                 Some(previous) => format!("{previous},{value}"),
                 None => value.into_owned(),
@@ -183,15 +184,18 @@ impl Event {
     /// # Panics
     /// If the entry refuses the event.
     pub fn request(&self) -> Request {
-        parse(&self.to_json())
+        self.request_in(Context::default())
     }
-}
 
-/// Reads an API Gateway event as the functions' Lambda entry does.
-///
-/// # Panics
-/// If the entry refuses the event.
-pub fn parse(event: &Value) -> Request {
-    agent_server_shared::lambda::request_from_event(event.clone(), lambda_http::Context::default())
-        .unwrap_or_else(|e| panic!("the Lambda entry refuses the event: {e}"))
+    /// [`Event::request`], in an invocation with this `context` (its
+    /// request id, its deadline).
+    ///
+    /// # Panics
+    /// If the entry refuses the event.
+    pub fn request_in(&self, context: Context) -> Request {
+        match Request::from_event(self.to_json(), context) {
+            Ok(request) => request,
+            Err(error) => panic!("the Lambda entry refuses the event: {error}"),
+        }
+    }
 }

@@ -527,9 +527,9 @@ impl Route {
         self,
         app: &App<S>,
         event: Value,
-    ) -> lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse {
+    ) -> aws_lambda_events::apigw::ApiGatewayV2httpResponse {
         self.declared()
-            .respond(app, event, lambda_http::Context::default())
+            .respond(app, event, lambda_runtime::Context::default())
             .await
     }
 

@@ -7,9 +7,10 @@ use agent_server_shared::config::ConfigError;
 use agent_server_shared::item::Item;
 use agent_server_shared::store::{StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Response, Settings, Store, lambda};
+use aws_lambda_events::encodings::Body;
 use integration_tests::events::Event;
 use integration_tests::{CapturedLogs, Route, body_json, capture_logs};
-use lambda_http::{Body, Context, RequestExt};
+use lambda_runtime::Context;
 use serde_json::Value;
 
 const LITERAL: &str = "store exploded";
@@ -55,8 +56,7 @@ fn request(route: Route, request_id: &str) -> Request {
     context.request_id = request_id.to_string();
     Event::put(route, &id, project)
         .body(route.full_body().to_string())
-        .request()
-        .with_lambda_context(context)
+        .request_in(context)
 }
 
 async fn handle(route: Route, app: &App<Panicking>, request: Request) -> Response {
@@ -191,7 +191,7 @@ async fn a_panic_behind_the_local_api_answers_500() {
     let (logs, _guard) = capture_logs();
     let id = uuid::Uuid::new_v4();
     let project = uuid::Uuid::new_v4();
-    let request = lambda_http::http::Request::builder()
+    let request = aws_lambda_events::http::Request::builder()
         .method("PUT")
         .uri(format!("/api/agent-server/models/{id}?project_id={project}"))
         .header("content-type", "application/json")

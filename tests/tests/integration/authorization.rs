@@ -1,4 +1,4 @@
-//! Authorization, route by route, through `lambda_http`'s parsing of API
+//! Authorization, route by route, through the Lambda entry's reading of API
 //! Gateway payload 2.0 events and the real handlers: which identity may
 //! change which record, and that every refusal costs no store call and
 //! leaves every record as it was.

@@ -1,5 +1,5 @@
 //! Every row of the status table, for each of the three routes, through the
-//! real handler functions and `lambda_http`'s own event parsing. Uses the
+//! real handler functions and the Lambda entry's own event reading. Uses the
 //! in-memory store, which counts calls: a rejected request must make none.
 
 use agent_server_shared::rules::Policy;
@@ -8,7 +8,6 @@ use agent_server_shared::{App, Response, Settings};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{Failing, Route, body_json, memory_app};
-use lambda_http::RequestExt;
 use serde_json::{Value, json};
 
 const PROJECT: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
@@ -609,12 +608,9 @@ async fn database_trouble_is_503_with_retry_after() {
 async fn anything_else_is_500_with_the_request_id_and_no_detail() {
     for route in Route::ALL {
         let app = failing(StoreError::Internal("ResourceNotFoundException".into()));
-        let mut context = lambda_http::Context::default();
+        let mut context = lambda_runtime::Context::default();
         context.request_id = "req-42".into();
-        let request = put(route)
-            .json(&json!({"name": "x"}))
-            .request()
-            .with_lambda_context(context);
+        let request = put(route).json(&json!({"name": "x"})).request_in(context);
         let response = route.call(&app, request).await;
         let body = body_json(&response);
         assert_eq!(response.status().as_u16(), 500);

@@ -26,7 +26,7 @@ struct Answer {
     status: u16,
     body: Value,
     etag: Option<String>,
-    headers: lambda_http::http::HeaderMap,
+    headers: aws_lambda_events::http::HeaderMap,
 }
 
 async fn patch<S: Store>(

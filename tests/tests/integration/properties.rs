@@ -1,4 +1,4 @@
-//! Property tests over the whole request path (lambda_http event parsing,
+//! Property tests over the whole request path (the Lambda entry's event reading,
 //! extraction, validation, store, envelope) on the in-memory store:
 //! arbitrary bytes and arbitrary JSON never panic and always produce one of
 //! the documented statuses in a well-formed envelope, and whatever

@@ -362,12 +362,12 @@ mod tests {
     #[test]
     fn with_swagger_ui_every_file_is_served_under_the_policy() {
         let dir = std::env::temp_dir().join(format!("local-api-docs-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&dir).unwrap();
         for (name, _) in ASSETS {
-            std::fs::write(dir.join(name), format!("contents of {name}")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(dir.join(name), format!("contents of {name}")).unwrap();
         }
-        let docs = Docs::load(&dir).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let docs = Docs::load(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
         assert!(docs.renders());
         for path in ["/docs", "/docs/"] {
             let Some(page) = docs.answer(&Method::GET, path, "r") else {

@@ -372,13 +372,11 @@ mod tests {
     #[test]
     fn a_development_token_verifies_and_a_tampered_one_does_not() {
         let secret = b"local development secret";
-        let authorizer = JwtAuthorizer::with_secret(secret).unwrap_or_else(|e| panic!("{e}"));
-        let token = development_token(secret, "dev", "projects", "*", 60).unwrap_or_else(|e| panic!("{e}"));
-        let claims = authorizer
-            .verify(&token)
-            .unwrap_or_else(|| panic!("valid token refused"));
+        let authorizer = JwtAuthorizer::with_secret(secret).unwrap();
+        let token = development_token(secret, "dev", "projects", "*", 60).unwrap();
+        let claims = authorizer.verify(&token).expect("valid token refused");
         assert_eq!(claims["projects"], "*");
-        let other = JwtAuthorizer::with_secret(b"another secret").unwrap_or_else(|e| panic!("{e}"));
+        let other = JwtAuthorizer::with_secret(b"another secret").unwrap();
         assert!(other.verify(&token).is_none());
         assert!(authorizer.verify(&format!("{token}x")).is_none());
         assert!(JwtAuthorizer::with_secret(b"").is_err());

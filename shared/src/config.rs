@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let settings = Settings::from_lookup(|_| None).ok();
-        let settings = settings.unwrap_or_else(|| panic!("defaults must load"));
+        let settings = settings.expect("defaults must load");
         assert_eq!(TableNames::from_lookup(|_| None), TableNames::default());
         assert_eq!(TableNames::default().name(Table::Models), "agent-server-models");
         assert!(!settings.policy.allow_private_endpoints);
@@ -101,7 +101,7 @@ mod tests {
             "ALLOW_PRIVATE_ENDPOINTS" => Some("TRUE".into()),
             _ => None,
         });
-        let settings = settings.unwrap_or_else(|e| panic!("{e}"));
+        let settings = settings.unwrap();
         let tables = TableNames::from_lookup(|name| (name == "MODELS_TABLE").then(|| "prod-models".into()));
         assert_eq!(tables.models, "prod-models");
         assert_eq!(tables.api_keys, "agent-server-api-keys");

@@ -67,7 +67,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         ])
         .stderr(Stdio::piped())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
+        .expect("cannot run cargo");
     assert!(
         output.status.success(),
         "cargo build --workspace --bins failed:\n{}",
@@ -159,9 +159,7 @@ fn start_emulator(script: &str, name: &str, port: u16) -> (String, Lifeline) {
     ));
     let log = std::fs::File::create(&log_path)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
-    let log_err = log
-        .try_clone()
-        .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+    let log_err = log.try_clone().expect("cannot clone log handle");
     // The shell lives as long as the emulator, so a failed start is seen at
     // once; `cat` returns when this process's end of the pipe closes (at
     // exit, however it exits), and then the emulator is stopped.
@@ -315,7 +313,7 @@ pub fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
+        .expect("no free port")
 }
 
 /// A client for `endpoint`. Each test makes its own: a client's connection
@@ -381,7 +379,7 @@ pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value
         Some(AttributeValue::B(sealed)) => {
             let opened = MemorySealer::unseal(&context, sealed.as_ref())
                 .unwrap_or_else(|| panic!("{field} of {key:?} is not sealed for it"));
-            Value::String(String::from_utf8(opened).unwrap_or_else(|e| panic!("{e}")))
+            Value::String(String::from_utf8(opened).unwrap())
         }
         Some(attribute) => {
             let sealed_values = agent_server_shared::Table::ALL
@@ -397,8 +395,8 @@ pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value
             {
                 let plain = MemorySealer::unseal(&context, sealed_key.as_ref())
                     .unwrap_or_else(|| panic!("{data_key} of {key:?} is not sealed for it"));
-                let data_key = DataKey::new(zeroize::Zeroizing::new(plain), sealed_key.as_ref().to_vec())
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let data_key =
+                    DataKey::new(zeroize::Zeroizing::new(plain), sealed_key.as_ref().to_vec()).unwrap();
                 for (name, value) in members.iter_mut() {
                     if let AttributeValue::B(sealed) = &*value {
                         let opened = data_key
@@ -643,8 +641,8 @@ pub async fn serve_local_api_with<S: Store + 'static>(
 ) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .unwrap_or_else(|e| panic!("cannot listen: {e}"));
-    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        .expect("cannot listen");
+    let address = listener.local_addr().unwrap();
     let task = tokio::spawn(local_api::serve(listener, Arc::new(local), shutdown));
     (format!("http://{address}"), task)
 }
@@ -676,9 +674,7 @@ pub async fn http(
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let request = request
-        .body(Full::new(body.into()))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request.body(Full::new(body.into())).unwrap();
     let response = tokio::time::timeout(Duration::from_secs(30), client.request(request))
         .await
         .unwrap_or_else(|_| panic!("{method} {url} hung for 30 s"))
@@ -736,7 +732,7 @@ pub async fn get_item(
         .consistent_read(true)
         .send()
         .await;
-    output.unwrap_or_else(|e| panic!("GetItem failed: {e:?}")).item
+    output.expect("GetItem failed").item
 }
 
 /// A store that always fails the same way.

@@ -85,8 +85,8 @@ fn assert_internal(response: &Response, request_id: Option<&str>) {
 /// and an RFC 3339 `timestamp` (Lambda counts a line lacking either as INFO),
 /// the metrics line included.
 fn json_lines(logs: &CapturedLogs) -> Vec<Value> {
-    let rfc3339 = regex::Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let rfc3339 =
+        regex::Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$").unwrap();
     let text = logs.text();
     text.lines()
         .map(|line| {
@@ -196,7 +196,7 @@ async fn a_panic_behind_the_local_api_answers_500() {
         .uri(format!("/api/agent-server/models/{id}?project_id={project}"))
         .header("content-type", "application/json")
         .body(Body::Text(Route::Models.full_body().to_string()))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let local = local_api::LocalApi {
         app: app(false),
         authorizer: local_api::gateway::Authorizer::Open,

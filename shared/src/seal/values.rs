@@ -149,8 +149,7 @@ mod tests {
     }
 
     fn data_key(byte: u8) -> DataKey {
-        DataKey::new(Zeroizing::new(vec![byte; KEY_BYTES]), vec![byte])
-            .unwrap_or_else(|error| panic!("{error}"))
+        DataKey::new(Zeroizing::new(vec![byte; KEY_BYTES]), vec![byte]).unwrap()
     }
 
     #[test]

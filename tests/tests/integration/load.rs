@@ -165,10 +165,7 @@ async fn send(
     }
     let body = json!({ write.field: write.value }).to_string();
     let request = request.body(Full::new(Bytes::from(body))).unwrap();
-    let response = http
-        .request(request)
-        .await
-        .unwrap_or_else(|e| panic!("local-api failed: {e}"));
+    let response = http.request(request).await.expect("local-api failed");
     let status = response.status().as_u16();
     let _ = response.into_body().collect().await;
     status

@@ -231,7 +231,7 @@ fn the_command_line_takes_any_secret_and_one_way_to_authenticate() {
         &jsonwebtoken::DecodingKey::from_secret(b"-Bsecret"),
         &jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256),
     )
-    .unwrap_or_else(|e| panic!("not a token for that secret: {e}"));
+    .expect("not a token for that secret");
     assert_eq!(claims.claims["sub"], "-me");
     for (args, said) in [
         (&["--jwks", "x", "--no-auth"][..], "cannot be used with"),

@@ -150,7 +150,7 @@ async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_
     ];
     let plain_key = kms_decrypt(&kms.endpoint, &data_key, &context)
         .await
-        .unwrap_or_else(|code| panic!("Decrypt refused: {code}"));
+        .expect("Decrypt refused");
     assert_eq!(plain_key.len(), 32);
     let other_project = other.project_id.as_deref().unwrap_or_default();
     for wrong in [
@@ -446,10 +446,8 @@ async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() 
     let data_key: DataKey = Sealer::Memory(sealer.clone())
         .new_data_key(&context, agent_server_shared::budget::TIME_BUDGET)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let value = data_key
-        .seal("headers", &key, "A", "1")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+    let value = data_key.seal("headers", &key, "A", "1").unwrap();
     item.insert(
         "headers".into(),
         AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into()),

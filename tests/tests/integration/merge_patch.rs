@@ -65,7 +65,7 @@ fn memory_app() -> (App<MemoryStore>, Arc<MemorySealer>) {
 
 /// Stores `item` for `route` in the memory store and returns its key.
 fn seeded(app: &App<MemoryStore>, route: Route, item: Item) -> Key {
-    let key = Key::of_item(route.table(), &item).unwrap_or_else(|| panic!("no key"));
+    let key = Key::of_item(route.table(), &item).expect("no key");
     assert!(app.store.put(route.table(), item));
     key
 }
@@ -142,7 +142,7 @@ async fn the_rfc_examples_hold_on_dynamodb_local() {
     the_rfc_examples_on(
         &app,
         async |item| {
-            let key = Key::of_item(Table::Models, &item).unwrap_or_else(|| panic!("no key"));
+            let key = Key::of_item(Table::Models, &item).expect("no key");
             put_item(dynamo, Table::Models, item).await;
             key
         },
@@ -248,7 +248,7 @@ async fn one_header_changes_on_dynamodb_local_with_the_local_kms() {
     app.sealer = Some(kms.sealer());
     let dynamo = client(&dynamo_local().await.endpoint);
     let item = Route::McpServers.item(&new_id(), &new_id());
-    let key = Key::of_item(Table::McpServers, &item).unwrap_or_else(|| panic!("no key"));
+    let key = Key::of_item(Table::McpServers, &item).expect("no key");
     put_item(&dynamo, Table::McpServers, item).await;
     // Plain headers merged: a new key.
     let first = patch(
@@ -573,7 +573,7 @@ async fn concurrent_patches_merge_and_if_match_lets_one_win() {
     let dynamo = client(&dynamo_local().await.endpoint);
     for round in 0..5 {
         let item = model_with(json!({"kept": round}));
-        let key = Key::of_item(Table::Models, &item).unwrap_or_else(|| panic!("no key"));
+        let key = Key::of_item(Table::Models, &item).expect("no key");
         put_item(&dynamo, Table::Models, item).await;
         let writers: Vec<_> = ["a", "b"]
             .into_iter()
@@ -603,7 +603,7 @@ async fn concurrent_patches_merge_and_if_match_lets_one_win() {
         );
     }
     let item = model_with(json!({}));
-    let key = Key::of_item(Table::Models, &item).unwrap_or_else(|| panic!("no key"));
+    let key = Key::of_item(Table::Models, &item).expect("no key");
     put_item(&dynamo, Table::Models, item).await;
     let writers: Vec<_> = (0..24)
         .map(|writer| {

@@ -13,7 +13,7 @@ use serde_json::Value;
 fn document() -> Value {
     let path = repo_root().join("openapi.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("openapi.yaml: {e}"))
+    serde_norway::from_str(&text).expect("openapi.yaml")
 }
 
 /// Follows a local `$ref`.
@@ -360,9 +360,7 @@ fn parameters_state_their_value_rules_at_every_depth() {
     assert_eq!(parameters["type"], "object");
     assert_eq!(parameters["propertyNames"]["minLength"], 1);
     let value = resolve(&doc, &parameters["patternProperties"][""]);
-    let kinds = value["anyOf"]
-        .as_array()
-        .unwrap_or_else(|| panic!("a parameter value is a union"));
+    let kinds = value["anyOf"].as_array().expect("a parameter value is a union");
     let refs: Vec<&str> = kinds.iter().filter_map(|k| k["$ref"].as_str()).collect();
     assert!(refs.contains(&"#/components/schemas/DynamoNumber"));
     assert!(
@@ -372,7 +370,7 @@ fn parameters_state_their_value_rules_at_every_depth() {
     let arrays = kinds
         .iter()
         .find(|k| k["type"] == "array")
-        .unwrap_or_else(|| panic!("arrays are values"));
+        .expect("arrays are values");
     // `unevaluatedItems` rather than `items`: the same rule, which TypeScript
     // generators type as `unknown[]` instead of a type that cannot compile.
     let items = resolve(&doc, &arrays["unevaluatedItems"]);

@@ -203,8 +203,8 @@ fn the_readme_is_a_five_minute_read() {
 fn documents() -> Vec<PathBuf> {
     let root = repo_root();
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap_or_else(|e| panic!("docs/: {e}"))
-        .map(|entry| entry.unwrap_or_else(|e| panic!("docs/: {e}")).path())
+        .expect("docs/")
+        .map(|entry| entry.expect("docs/").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
         .collect();
     docs.sort();

@@ -165,7 +165,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         &Event::put(Route::ApiKeys, "k", None).json(&body).request(),
         BodyKind::Update,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     shown.push(format!("{api_key:?}"));
     let headers = json!({"headers": {"Authorization": HEADER_SENTINEL}, "name": "n"});
     let mcp_put = request::json_body(
@@ -174,7 +174,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
             .request(),
         BodyKind::Update,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     shown.push(format!("{mcp_put:?}"));
     let mcp_patch = request::json_body(
         &Event::patch(Route::McpServers, "m", Some("p"))
@@ -182,21 +182,19 @@ async fn no_structure_that_holds_a_secret_shows_it() {
             .request(),
         BodyKind::MergePatch,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     shown.push(format!("{mcp_patch:?}"));
 
-    let set = patch::parse::<ApiKey>(&api_key, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    let set = patch::parse::<ApiKey>(&api_key, Policy::default()).unwrap();
     shown.push(format!("{set:?}"));
-    let mcp_set = patch::parse::<McpServer>(&mcp_put, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    let mcp_set = patch::parse::<McpServer>(&mcp_put, Policy::default()).unwrap();
     shown.push(format!("{mcp_set:?}"));
-    let merge_patch =
-        merge::parse::<McpServer>(&mcp_patch, Policy::default()).unwrap_or_else(|e| panic!("{e}"));
+    let merge_patch = merge::parse::<McpServer>(&mcp_patch, Policy::default()).unwrap();
     shown.push(format!("{merge_patch:?}"));
     if let Some((set, remove)) = merge_patch.as_update() {
         shown.push(format!("{set:?} {remove:?}"));
     }
-    let merged = merge::apply::<McpServer>(&merge_patch, &Default::default(), Policy::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let merged = merge::apply::<McpServer>(&merge_patch, &Default::default(), Policy::default()).unwrap();
     shown.push(format!("{:?}", merged.set));
 
     let key = Key {
@@ -226,7 +224,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         &Event::put(Route::ApiKeys, "k", None).json(&bad_key).request(),
         BodyKind::Update,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let error = patch::parse::<ApiKey>(&bad_key, Policy::default()).err();
     shown.push(format!(
         "{error:?} {}",
@@ -239,7 +237,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
             .request(),
         BodyKind::Update,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let error = patch::parse::<McpServer>(&bad_header, Policy::default()).err();
     shown.push(format!("{error:?}"));
     let error = merge::parse::<McpServer>(&bad_header, Policy::default()).err();
@@ -256,7 +254,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         agent_server_shared::budget::TIME_BUDGET,
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     shown.push(format!("{sealed:?} {to_seal:?}"));
     shown.push(format!("{:?}", SealError::NotConfigured));
 

@@ -457,7 +457,7 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
         // An explicit version attribute of 0 matches 0 too.
         original.insert("version".into(), AttributeValue::N("0".into()));
         original.insert("id".into(), AttributeValue::S(new_id()));
-        let zero_key = Key::of_item(route.table(), &original).unwrap_or_else(|| panic!("no key"));
+        let zero_key = Key::of_item(route.table(), &original).expect("no key");
         backend.put(route.table(), original).await;
         let zero = Update {
             key: zero_key,
@@ -693,7 +693,7 @@ async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
     let set = backend
         .update(with(ExpectedKey::Any, KeyWrite::Set(vec![7; 40]), "c"))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let blob = Some(AttributeValue::B(vec![7; 40].into()));
     assert_eq!(stored_key(&set), blob);
     let before = backend.get(route.table(), &key).await;
@@ -726,12 +726,12 @@ async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
     let kept = backend
         .update(with(ExpectedKey::Is(vec![7; 40]), KeyWrite::Keep, "f"))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     assert_eq!((stored_key(&kept), item::version(&kept)), (blob, Ok(3)));
     let removed = backend
         .update(with(ExpectedKey::Any, KeyWrite::Remove, "g"))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     assert_eq!(stored_key(&removed), None);
     assert_eq!(backend.get(route.table(), &key).await, Some(removed));
 }

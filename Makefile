@@ -114,11 +114,12 @@ validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint (with the dashboard 
 	    *) grep -q "^$$case:.*:E9101:" <<<"$$out" || { echo "$$case must fail E9101: $$out" >&2; exit 1; } ;; \
 	  esac; \
 	done
-	@# Each rule has a case it passes and one it fails; cfn-guard test then
+	@# Each rule has a case it passes and one it fails (a parameterised one,
+	@# `rule name(...)`, through the rules that call it); cfn-guard test then
 	@# runs them (its notes on rules a case does not name are left out).
 	@for rules in tools/guard/rules/*.guard; do \
 	  tests="tools/guard/tests/$$(basename "$$rules" .guard)_tests.yaml"; \
-	  for rule in $$(sed -n 's/^rule \([a-z_]*\).*/\1/p' "$$rules"); do \
+	  for rule in $$(sed -n 's/^rule \([a-z_]*\) .*/\1/p' "$$rules"); do \
 	    grep -q "$$rule: PASS" "$$tests" && grep -q "$$rule: FAIL" "$$tests" \
 	      || { echo "$$tests: $$rule needs a case it passes and one it fails" >&2; exit 1; }; \
 	  done; \

@@ -1,8 +1,9 @@
 //! Fuzzes the whole path a Lambda invocation takes: the raw bytes of an
 //! API Gateway HTTP API (payload 2.0) event, read as `lambda_runtime` reads
 //! them, then each function's own entry (`lambda::respond`: the event read
-//! into a request, the guarded handler) on an in-memory store that holds a
-//! record for the event's id and project.
+//! as `aws_lambda_events`' own type by `Request::from_event`, the guarded
+//! handler) on an in-memory store that holds a record for the event's id
+//! and project.
 //!
 //! Beyond "never panics": every answer is the envelope, its `status` is the
 //! HTTP status, it is never a 500 (the store cannot fail here, so a 500

@@ -100,7 +100,7 @@ def main():
     for path in sorted(glob.glob(os.path.join(HERE, "cases", "*.yaml"))):
         with open(path) as file:
             cases += [dict(case, file=os.path.basename(path)) for case in yaml.load(file, Loader)]
-    failed, problems = {}, []
+    failed, problems, rules = {}, [], {"E9101", "events"}
     with tempfile.TemporaryDirectory() as tmp:
         for number, case in enumerate(cases):
             documents = {"template": template, "schema": schema}
@@ -122,6 +122,7 @@ def main():
         for report in json.loads(out.stdout):
             number = int(os.path.basename(report["name"])[:3])
             failed[number] |= {rule["Rule"]["name"] for rule in report["not_compliant"]}
+            rules |= {rule["Rule"]["name"] for rule in report["not_compliant"]} | set(report["compliant"])
             failed[number] |= {f"{rule} (skipped)" for rule in report["not_applicable"]}
         linted = [os.path.join(tmp, f"{n:03d}.yaml") for n in failed if "E9101" in cases[n]["fails"]]
         lint = [os.path.join(os.path.dirname(sys.executable), "cfn-lint"), "--append-rules", os.path.join(HERE, "lint"),
@@ -134,12 +135,14 @@ def main():
         if found != set(case["fails"]):
             problems.append(f"{case['file']}: {case['case']!r} fails {sorted(found) or 'nothing'}, "
                             f"must fail {sorted(case['fails']) or 'nothing'}")
+    # Every check has a case it fails (the unedited template, which make validate checks first, passes them all).
+    problems += [f"no case fails {rule}" for rule in sorted(rules - {name for c in cases for name in c["fails"]})]
     for problem in problems:
         print(f"cases: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
     print(f"cases: {len(cases)} edits of template.yaml and events.schema.json, each failing exactly the checks "
-          f"it names")
+          f"it names; each of the {len(rules)} checks fails in one")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""The template's checks, each proved to notice what it is for: every case in
+tools/cases/*.yaml edits a copy of template.yaml (or of events.schema.json)
+and names the checks that must then fail, none for an alternative form they
+must accept. The checks are the Guard rules (by rule name; "<name> (skipped)"
+when Guard finds nothing to check), tools/lint's dashboard rule (E9101, run
+only on the cases that name it) and tools/check_events.py (events). Run by
+`make validate` (check_cases.py CFN_GUARD) with the tools virtualenv's Python.
+"""
+
+import copy
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import check_events
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+class Tagged:
+    """A value under a short-form tag (!Ref, !GetAtt, !Sub, !If...), kept as written."""
+
+    def __init__(self, tag, value):
+        self.tag, self.value = tag, value
+
+
+class Loader(yaml.CSafeLoader):
+    pass
+
+
+class Dumper(yaml.CSafeDumper):
+    pass
+
+
+def construct(loader, suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        return Tagged("!" + suffix, loader.construct_scalar(node))
+    kind = "sequence" if isinstance(node, yaml.SequenceNode) else "mapping"
+    return Tagged("!" + suffix, getattr(loader, f"construct_{kind}")(node, deep=True))
+
+
+def represent(dumper, tagged):
+    kind = "scalar" if isinstance(tagged.value, str) else "sequence" if isinstance(tagged.value, list) else "mapping"
+    return getattr(dumper, f"represent_{kind}")(tagged.tag, tagged.value)
+
+
+Loader.add_multi_constructor("!", construct)
+Dumper.add_representer(Tagged, represent)
+
+
+def long_form(value):
+    """The value as check_events.py reads a template (samcli's yaml_parse):
+    !Ref X as {"Ref": X}, !GetAtt A.B as {"Fn::GetAtt": [A, B]}, !Sub t as
+    {"Fn::Sub": t}..."""
+    if isinstance(value, Tagged):
+        name = value.tag[1:]
+        inner = value.value.split(".", 1) if name == "GetAtt" and isinstance(value.value, str) else value.value
+        return {name if name in ("Ref", "Condition") else f"Fn::{name}": long_form(inner)}
+    if isinstance(value, dict):
+        return {key: long_form(item) for key, item in value.items()}
+    return [long_form(item) for item in value] if isinstance(value, list) else value
+
+
+def edited(documents, edit):
+    """The documents with one edit made at edit's path `at` (in the template
+    unless `in: schema`): set a value, delete, insert into a list, or
+    replace [old, new] in a text (old must be there)."""
+    documents = copy.deepcopy(documents)
+    *path, key = [edit.get("in", "template"), *edit["at"]]
+    parent = documents
+    for step in path:
+        parent = parent[step].value if isinstance(parent[step], Tagged) else parent[step]
+    if "delete" in edit:
+        del parent[key]
+    elif "insert" in edit:
+        parent.insert(key, edit["insert"])
+    elif "set" in edit:
+        parent[key] = edit["set"]
+    else:
+        text = parent[key].value if isinstance(parent[key], Tagged) else parent[key]
+        if edit["replace"][0] not in text:
+            raise KeyError(edit["replace"][0])
+        text = text.replace(*edit["replace"])
+        parent[key] = Tagged(parent[key].tag, text) if isinstance(parent[key], Tagged) else text
+    return documents
+
+
+def main():
+    guard = sys.argv[1]
+    with open(os.path.join(ROOT, "template.yaml")) as file:
+        template = yaml.load(file, Loader)
+    with open(os.path.join(ROOT, "events.schema.json")) as file:
+        schema = json.load(file)
+    cases = []
+    for path in sorted(glob.glob(os.path.join(HERE, "cases", "*.yaml"))):
+        with open(path) as file:
+            cases += [dict(case, file=os.path.basename(path)) for case in yaml.load(file, Loader)]
+    failed, problems, rules = {}, [], {"E9101", "events"}
+    with tempfile.TemporaryDirectory() as tmp:
+        for number, case in enumerate(cases):
+            documents = {"template": template, "schema": schema}
+            try:
+                for edit in case.get("edits", [case]):
+                    documents = edited(documents, edit)
+            except (KeyError, IndexError, TypeError, AttributeError) as error:
+                problems.append(f"{case['file']}: cannot make {case['case']!r} ({error!r})")
+                continue
+            text = yaml.dump(documents["template"], Dumper=Dumper, sort_keys=False, width=1000)
+            with open(os.path.join(tmp, f"{number:03d}.yaml"), "w") as file:
+                file.write(text)
+            problems_found = check_events.check(long_form(documents["template"]), documents["schema"])
+            failed[number] = {"events"} if problems_found else set()
+        # One run of each tool for every case.
+        out = subprocess.run([guard, "validate", "--rules", os.path.join(HERE, "guard", "rules"), "--data", tmp,
+                              "--output-format", "json", "--structured", "--show-summary", "none"],
+                             capture_output=True, text=True, check=False)
+        for report in json.loads(out.stdout):
+            number = int(os.path.basename(report["name"])[:3])
+            failed[number] |= {rule["Rule"]["name"] for rule in report["not_compliant"]}
+            rules |= {rule["Rule"]["name"] for rule in report["not_compliant"]} | set(report["compliant"])
+            failed[number] |= {f"{rule} (skipped)" for rule in report["not_applicable"]}
+        linted = [os.path.join(tmp, f"{n:03d}.yaml") for n in failed if "E9101" in cases[n]["fails"]]
+        lint = [os.path.join(os.path.dirname(sys.executable), "cfn-lint"), "--append-rules", os.path.join(HERE, "lint"),
+                "--format", "parseable", "--ignore-checks", *[f"E{n}" for n in range(9)], "W", "I", "--"]
+        out = subprocess.run(lint + linted, capture_output=True, text=True, check=False) if linted else None
+        for line in out.stdout.splitlines() if out else []:  # file:line:column:line:column:rule:message
+            failed[int(os.path.basename(line.split(":")[0])[:3])].add(line.split(":")[5])
+    for number, found in failed.items():
+        case = cases[number]
+        if found != set(case["fails"]):
+            problems.append(f"{case['file']}: {case['case']!r} fails {sorted(found) or 'nothing'}, "
+                            f"must fail {sorted(case['fails']) or 'nothing'}")
+    # Every check has a case it fails (the unedited template, which make validate checks first, passes them all).
+    problems += [f"no case fails {rule}" for rule in sorted(rules - {name for c in cases for name in c["fails"]})]
+    for problem in problems:
+        print(f"cases: {problem}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print(f"cases: {len(cases)} edits of template.yaml and events.schema.json, each failing exactly the checks "
+          f"it names; each of the {len(rules)} checks fails in one")
+
+
+if __name__ == "__main__":
+    main()

@@ -19,19 +19,17 @@
 //! answered with the envelope's 400, not failed in the runtime (which API
 //! Gateway would turn into its bare 502).
 
-use std::any::Any;
 use std::convert::Infallible;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
-use std::pin::{Pin, pin};
 use std::process::ExitCode;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::Method;
 use aws_lambda_events::http::header::SET_COOKIE;
+use futures_util::FutureExt as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use tracing::Instrument;
@@ -210,7 +208,11 @@ pub async fn guard(
     handler: impl Future<Output = Response>,
 ) -> (Response, bool) {
     let started = Instant::now();
-    match CatchUnwind(pin!(handler)).await {
+    // AssertUnwindSafe holds because nothing a request touches outlives it
+    // in a half-written state: the settings are immutable, the store's
+    // client is built for concurrent use, and the panicked future is
+    // dropped, never polled again.
+    match AssertUnwindSafe(handler).catch_unwind().await {
         Ok(response) => (response, false),
         Err(_) => {
             // The hook has logged the panic; this line ties it to the
@@ -254,25 +256,4 @@ fn log_panic(info: &PanicHookInfo<'_>) {
         .map(|location| format!("{}:{}", location.file(), location.line()))
         .unwrap_or_default();
     tracing::error!(panic = message, location, "panicked");
-}
-
-/// A future that turns a panic while polling `F` into `Err`.
-///
-/// `AssertUnwindSafe` holds because nothing a request touches outlives it
-/// in a half-written state: the settings are immutable, the store's client
-/// is built for concurrent use, and the panicked future is dropped, never
-/// polled again.
-struct CatchUnwind<F>(F);
-
-impl<F: Future + Unpin> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Box<dyn Any + Send>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
-            Err(payload) => Poll::Ready(Err(payload)),
-        }
-    }
 }

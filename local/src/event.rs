@@ -5,8 +5,6 @@
 //! Interface Emulator.
 
 use agent_server_shared::Response;
-
-use crate::HttpRequest;
 use aws_lambda_events::apigw::{ApiGatewayRequestAuthorizer, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::uri::Authority;
@@ -15,6 +13,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
+
+use crate::HttpRequest;
 
 /// The stage the local API serves: the HTTP API's default stage, which
 /// API Gateway does not put in the path.

@@ -174,17 +174,12 @@ bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, mem
 	$(call venv,.venv-bench,bench/requirements.txt)
 
 FUZZ_SECONDS ?= 600
-# A libFuzzer bound on memory: the process's RSS (ASan's shadow included) and
-# any single allocation; a request that breaks either is a finding.
-FUZZ_LIMITS = -rss_limit_mb=1024 -malloc_limit_mb=64
-fuzz: ## Fuzz bodies, then whole Lambda events, for FUZZ_SECONDS each (default 600); not part of make test
+export FUZZ_SECONDS
+# libFuzzer bounds memory (scripts/fuzz.sh): the process's RSS (ASan's shadow
+# included) and any single allocation; a request that breaks either is a finding.
+fuzz: ## Fuzz bodies, then whole Lambda events, for FUZZ_SECONDS each (default 600), from the corpus the last run left; prints each target's executions, peak RSS and any finding; not part of make test
 	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
-	mkdir -p fuzz/corpus/body fuzz/corpus/event
-	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run body corpus/body corpus-seed -- \
-	  -dict=json.dict -max_total_time=$(FUZZ_SECONDS) $(FUZZ_LIMITS) -print_final_stats=1
-	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run event corpus/event ../events/update-api-key \
-	  ../events/update-mcp-server ../events/update-model -- -dict=json.dict -max_len=70000 \
-	  -max_total_time=$(FUZZ_SECONDS) $(FUZZ_LIMITS) -print_final_stats=1
+	scripts/fuzz.sh
 
 tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-lambda
 

@@ -46,6 +46,6 @@ pub fn sample_update(round: usize) -> Update {
         fields: <agent_server_shared::Model as agent_server_shared::Resource>::FIELDS,
         updated_by: Some("bench".into()),
         budget: agent_server_shared::budget::TIME_BUDGET,
-        data_key: None,
+        unchanged: Vec::new(),
     }
 }

@@ -43,6 +43,13 @@ pub fn timeout_config(total: Duration) -> TimeoutConfig {
         .build()
 }
 
+/// The first ceiling of [`Budget::backoff`]'s wait.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(10);
+/// The most [`Budget::backoff`] waits at once.
+pub const BACKOFF_CAP: Duration = Duration::from_millis(250);
+/// What one more try of a merge (a read and a write) is given at least.
+pub const TRY_TIME: Duration = Duration::from_millis(200);
+
 /// What a request keeps back from its invocation's deadline to answer:
 /// the response, its access and metrics lines, at a small share of a CPU.
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
@@ -77,6 +84,23 @@ impl Budget {
     /// What is left.
     pub fn remaining(&self) -> Duration {
         self.until.saturating_duration_since(Instant::now())
+    }
+
+    /// How long to wait before try `tries` + 1 of a write that lost to
+    /// another (`tries` made so far): a random share ("full jitter") of
+    /// [`BACKOFF_BASE`] doubled per try, at most [`BACKOFF_CAP`]; `None`
+    /// when the wait and one more try ([`TRY_TIME`]) no longer fit what is
+    /// left, and the write gives up.
+    pub fn backoff(&self, tries: u32) -> Option<Duration> {
+        let ceiling = BACKOFF_BASE.saturating_mul(1 << tries.min(16)).min(BACKOFF_CAP);
+        let mut random = [0; 8];
+        // Without a random source, the whole ceiling: slower, still bounded.
+        let share = match aws_lc_rs::rand::fill(&mut random) {
+            Ok(()) => u64::from_le_bytes(random) as f64 / u64::MAX as f64,
+            Err(_) => 1.0,
+        };
+        let wait = ceiling.mul_f64(share);
+        (self.remaining() > wait + TRY_TIME).then_some(wait)
     }
 }
 
@@ -166,6 +190,24 @@ mod tests {
         let full = timeout_config(TIME_BUDGET);
         assert_eq!(full.operation_attempt_timeout(), Some(ATTEMPT_BUDGET));
         assert_eq!(full.connect_timeout(), Some(CONNECT_BUDGET));
+    }
+
+    #[test]
+    fn backoff_is_jittered_capped_and_ends_with_the_budget() {
+        let budget = Budget::start(None);
+        let waits: Vec<Duration> = (0..64).filter_map(|_| budget.backoff(0)).collect();
+        assert_eq!(waits.len(), 64, "a fresh budget always allows a retry");
+        assert!(waits.iter().all(|wait| *wait <= BACKOFF_BASE));
+        assert!(
+            waits.windows(2).any(|pair| pair[0] != pair[1]),
+            "no jitter: {waits:?}"
+        );
+        for tries in [5, 20, u32::MAX] {
+            assert!(budget.backoff(tries).is_some_and(|wait| wait <= BACKOFF_CAP));
+        }
+        // Less left than a wait and a try: give up.
+        let nearly_over = Budget::start(Some(SystemTime::now() + ANSWER_MARGIN + TRY_TIME));
+        assert_eq!(nearly_over.backoff(0), None);
     }
 
     #[test]

@@ -181,7 +181,9 @@ mod tests {
             ApiError::Validation(vec![FieldError::new("name", "too_long", "x")]),
             ApiError::EmptyUpdate,
             ApiError::NotFound("Model"),
-            ApiError::PreconditionFailed { current_version: 3 },
+            ApiError::PreconditionFailed {
+                current_version: "3".into(),
+            },
             ApiError::PayloadTooLarge,
             ApiError::UnsupportedMediaType(crate::error::Unsupported::NotJson),
             ApiError::Unavailable,
@@ -202,7 +204,12 @@ mod tests {
     #[test]
     fn headers_that_belong_to_an_error() {
         assert_eq!(failure(&ApiError::Unavailable, "r").headers()["retry-after"], "1");
-        let stale = failure(&ApiError::PreconditionFailed { current_version: 4 }, "r");
+        let stale = failure(
+            &ApiError::PreconditionFailed {
+                current_version: "4".into(),
+            },
+            "r",
+        );
         assert_eq!(stale.headers()["etag"], "\"4\"");
         for unsupported in [
             crate::error::Unsupported::NotJson,

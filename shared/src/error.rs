@@ -250,7 +250,7 @@ pub enum ApiError {
     #[error("Precondition failed: the record has changed")]
     PreconditionFailed {
         /// The stored version, sent back as the current `ETag`.
-        current_version: u64,
+        current_version: String,
     },
     /// The body is larger than [`crate::request::MAX_BODY_BYTES`].
     #[error("Request body is larger than 65536 bytes")]

@@ -120,9 +120,11 @@ async fn apply<R: Resource, S: Store>(
         request::BodyKind::MergePatch => {
             let patch = merge::parse::<R>(&body, app.settings.policy)?;
             log_fields::<R>(patch.fields());
-            // A patch that merges no object is the partial update a PUT
-            // makes (its nulls remove): no read is needed.
+            // `{}` changes nothing: the record as it is. A patch that merges
+            // no object is the partial update a PUT makes (its nulls
+            // remove): no read is needed.
             match patch.as_update() {
+                _ if patch.is_empty() => writes::current::<R, S>(app, &context, &mut seen.calls).await?,
                 Some((set, remove)) => {
                     writes::put::<R, S>(app, &context, set, remove, &mut seen.calls).await?
                 }

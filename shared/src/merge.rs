@@ -20,7 +20,9 @@ use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item::{self, Item};
 use crate::patch::{self, Patch};
 use crate::records::Resource;
-use crate::rules::{Policy, Rule, headers::same_header};
+use crate::rules::headers::{reading, same_header};
+use crate::rules::{Policy, Rule};
+use aws_sdk_dynamodb::types::AttributeValue;
 
 /// A checked merge patch: each field it names, sorted by name, with the
 /// patch's value for it (`null` to remove it).
@@ -40,6 +42,12 @@ impl std::fmt::Debug for MergePatch {
 }
 
 impl MergePatch {
+    /// Whether the patch changes nothing (`{}`): RFC 7396 leaves the target
+    /// as it is, and the record is answered as it is.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
     /// The fields the patch names.
     pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.changes.iter().map(|(name, _, _)| *name)
@@ -70,7 +78,8 @@ pub fn removable(rule: Rule) -> bool {
 }
 
 /// Checks a merge patch `body` for record kind `R` before anything is read:
-/// `{}` is [`ApiError::EmptyUpdate`]; unknown and read-only fields, a `null`
+/// `{}` is a patch that changes nothing ([`MergePatch::is_empty`]); unknown
+/// and read-only fields, a `null`
 /// on a field a record always has, and values that break their rule are one
 /// [`ApiError::Validation`] listing them all. For `headers` and `parameters`
 /// what the patch would write (its members that are not `null`) is held to
@@ -79,6 +88,9 @@ pub fn removable(rule: Rule) -> bool {
 pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<MergePatch, ApiError> {
     let mut errors = FieldErrors::new();
     let mut changes = Vec::with_capacity(body.len());
+    if body.is_empty() {
+        return Ok(MergePatch { changes });
+    }
     for (name, value) in patch::sorted(body)? {
         if errors.is_full() {
             break;
@@ -94,10 +106,19 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
                 "invalid_type",
                 "must not be null: a record always has this field",
             )),
-            // Header names are checked whatever their value (a null names
-            // a header too); parameters as the data that would land.
+            // The headers being set are held to the rules; a `null` removes
+            // a stored name whatever it is (one stored before a rule
+            // refused it, too), but two members naming one header are
+            // ambiguous whatever their values.
             Value::Object(members) if rule == Rule::Headers => {
-                rule.check(field, &Value::Object(named(members)), policy, &mut errors);
+                rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
+                if let Some(name) = repeated_name(members) {
+                    errors.push(FieldError::new(
+                        &format!("{field}.{name}"),
+                        "duplicate_name",
+                        "header names must be unique regardless of letter case, with _ read as -",
+                    ));
+                }
             }
             Value::Object(members) if removable(rule) => {
                 rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
@@ -113,17 +134,30 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
     }
 }
 
-/// A headers patch with each `null` as an empty value: its names are held to
-/// the header rules (token, refused names, duplicates, at most 64) whatever
-/// the patch does with them, and its values as they would be stored.
-fn named(members: &Map<String, Value>) -> Map<String, Value> {
-    members
+/// The first member of a headers patch, in name order, whose name an
+/// earlier member names too (compared as header names are) where one of the
+/// two is a `null` (two members being set are the header rule's to report).
+fn repeated_name(members: &Map<String, Value>) -> Option<&str> {
+    let mut entries: Vec<(&str, bool)> = members
         .iter()
-        .map(|(name, value)| match value {
-            Value::Null => (name.clone(), Value::String(String::new())),
-            other => (name.clone(), other.clone()),
+        .map(|(name, value)| (name.as_str(), value.is_null()))
+        .collect();
+    entries.sort_unstable();
+    // Each reading, and whether any member of that reading so far removes.
+    let mut seen: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    entries
+        .into_iter()
+        .find_map(|(name, removes)| match seen.entry(reading(name)) {
+            std::collections::hash_map::Entry::Occupied(earlier) if removes || *earlier.get() => Some(name),
+            std::collections::hash_map::Entry::Occupied(mut earlier) => {
+                earlier.insert(removes);
+                None
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(removes);
+                None
+            }
         })
-        .collect()
 }
 
 /// What of an object patch lands in the record whatever it is merged into:
@@ -166,9 +200,15 @@ pub fn apply<R: Resource>(patch: &MergePatch, stored: &Item, policy: Policy) -> 
                 Value::Object(merge_headers(stored_map(stored, field)?, members))
             }
             (Rule::Parameters, Value::Object(_)) => {
+                // Checked as JSON; written member by member, so what the
+                // patch does not touch keeps its stored DynamoDB type.
                 let mut target = Value::Object(stored_map(stored, field)?);
                 json_patch::merge(&mut target, value);
-                target
+                rule.check(field, &target, policy, &mut errors);
+                merged
+                    .set
+                    .push((field, merge_attribute(stored.get(*field), value)));
+                continue;
             }
             (_, value) => value.clone(),
         };
@@ -190,6 +230,29 @@ fn stored_map(stored: &Item, field: &str) -> Result<Map<String, Value>, ApiError
             tracing::error!(%error, "stored item is malformed");
             ApiError::Internal
         })
+}
+
+/// RFC 7396 on a stored attribute: an object `patch` merges into a stored
+/// map member by member (`null` removes, anything else merges or
+/// replaces), and every member it does not name stays as stored, of the
+/// type it was stored as; anything else replaces the target.
+fn merge_attribute(target: Option<&AttributeValue>, patch: &Value) -> AttributeValue {
+    let Value::Object(members) = patch else {
+        return item::to_attribute(patch);
+    };
+    let mut merged = match target {
+        Some(AttributeValue::M(stored)) => stored.clone(),
+        _ => std::collections::HashMap::new(),
+    };
+    for (name, value) in members {
+        if value.is_null() {
+            merged.remove(name);
+        } else {
+            let member = merge_attribute(merged.get(name), value);
+            merged.insert(name.clone(), member);
+        }
+    }
+    AttributeValue::M(merged)
 }
 
 /// `stored` headers with `patch`'s members merged in: each patch member
@@ -297,6 +360,54 @@ mod tests {
     }
 
     #[test]
+    fn untouched_parameters_keep_their_stored_types() {
+        use aws_sdk_dynamodb::primitives::Blob;
+        let stored_members = std::collections::HashMap::from([
+            ("bin".to_string(), AttributeValue::B(Blob::new(*b"raw"))),
+            (
+                "set".to_string(),
+                AttributeValue::Ss(vec!["a".into(), "b".into()]),
+            ),
+            ("nums".to_string(), AttributeValue::Ns(vec!["1".into()])),
+            (
+                "nested".to_string(),
+                AttributeValue::M(std::collections::HashMap::from([
+                    ("keep".to_string(), AttributeValue::Bs(vec![Blob::new(*b"x")])),
+                    ("t".to_string(), AttributeValue::N("1".into())),
+                ])),
+            ),
+            ("gone".to_string(), AttributeValue::S("x".into())),
+        ]);
+        let mut record = Item::new();
+        record.insert("parameters".into(), AttributeValue::M(stored_members.clone()));
+        let patch = parse::<Model>(
+            &object(json!({"parameters": {"nested": {"t": 2}, "gone": null, "new": [1]}})),
+            Policy::default(),
+        )
+        .unwrap();
+        let merged = apply::<Model>(&patch, &record, Policy::default()).unwrap();
+        let Some((_, AttributeValue::M(members))) = merged.set.first() else {
+            panic!("no parameters written");
+        };
+        for kept in ["bin", "set", "nums"] {
+            assert_eq!(members.get(kept), stored_members.get(kept), "{kept}");
+        }
+        let Some(AttributeValue::M(nested)) = members.get("nested") else {
+            panic!("nested lost");
+        };
+        assert_eq!(
+            nested.get("keep"),
+            Some(&AttributeValue::Bs(vec![Blob::new(*b"x")]))
+        );
+        assert_eq!(nested.get("t"), Some(&AttributeValue::N("2".into())));
+        assert!(!members.contains_key("gone"));
+        assert_eq!(
+            members.get("new"),
+            Some(&AttributeValue::L(vec![AttributeValue::N("1".into())]))
+        );
+    }
+
+    #[test]
     fn limits_hold_on_the_merged_result() {
         let full: Map<String, Value> = (0..64).map(|i| (format!("H{i}"), json!("v"))).collect();
         let record = json!({"headers": full});
@@ -332,7 +443,8 @@ mod tests {
             Err(other) => vec![(other.code().to_string(), "")],
             Ok(_) => Vec::new(),
         };
-        assert_eq!(codes(json!({})), [("empty_update".to_string(), "")]);
+        assert!(codes(json!({})).is_empty(), "{{}} changes nothing");
+        assert!(parse::<Model>(&Map::new(), Policy::default()).is_ok_and(|patch| patch.is_empty()));
         assert_eq!(
             codes(
                 json!({"name": null, "id": "x", "nope": 1, "provider_type": "openai", "parameters": {"": 1}})
@@ -351,8 +463,21 @@ mod tests {
         assert!(mcp(json!({"headers": {"Host": "h"}})).is_some());
         assert!(mcp(json!({"headers": {"A": 1}})).is_some());
         assert!(mcp(json!({"headers": {"A": null}})).is_none());
-        assert!(mcp(json!({"headers": {"Host": null}})).is_some());
+        // A null removes any stored name, even one the rules refuse now.
+        for name in [
+            "Host",
+            "Proxy-Authorization",
+            "x_aws_ec2_metadata_token",
+            "bad name",
+            "\u{7f}",
+        ] {
+            assert!(mcp(json!({"headers": {name: null}})).is_none(), "{name}");
+        }
+        assert!(mcp(json!({"headers": {"Host": null, "X-Ok": "v"}})).is_none());
+        assert!(mcp(json!({"headers": {"Host": "h", "X-Ok": null}})).is_some());
+        // Two members naming one header are ambiguous, whatever their values.
         assert!(mcp(json!({"headers": {"X-A": null, "x_a": "v"}})).is_some());
+        assert!(mcp(json!({"headers": {"Host": null, "host": null}})).is_some());
         assert!(mcp(json!({"endpoint": null})).is_some());
     }
 

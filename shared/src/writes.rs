@@ -2,36 +2,37 @@
 //! that apply it, within one time budget.
 //!
 //! - [`put`]: the fields a request sets (a `PUT`, or a `PATCH` that merges
-//!   no object) in one `UpdateItem`; on a record whose sealed values it
-//!   does not replace, a second `UpdateItem` once KMS has opened the
-//!   record's data key, so the values it answers with are the stored ones.
+//!   no object) in one `UpdateItem`; on a record holding values it keeps
+//!   and answers with (MCP `headers`), a second `UpdateItem` once those
+//!   values were opened, conditioned on them.
 //! - [`merge`]: a `PATCH` that merges an object into `headers` or
 //!   `parameters`: a consistent read, the merge, one `UpdateItem`
-//!   conditioned on the version read; re-read and re-applied a few times if
-//!   another write came between ([`MERGE_TRIES`]), then 409.
+//!   conditioned on the record as read; read and applied again, after a
+//!   jittered wait, while the time budget lasts ([`Budget::backoff`]), then
+//!   409.
+//! - [`current`]: a `PATCH` of `{}`: the record as it is, written nothing.
 //!
+//! Every path opens the sealed values it answers with before it writes,
+//! so an item whose values do not open is a 500 with nothing written.
 //! Either way a request makes at most one KMS call, at most two DynamoDB
 //! calls per try, and writes nothing when its answer is not 200.
 
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::App;
 use crate::budget::Budget;
 use crate::error::ApiError;
-use crate::item::{self, Item};
+use crate::item::Item;
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
 use crate::patch::Patch;
 use crate::records::{Resource, Sealing};
 use crate::request::Preconditions;
 use crate::seal::{self, DataKey, SealError, Sealed};
-use crate::store::{DataKeyUse, ExpectedKey, Key, KeyWrite, Store, StoreError, Update};
-
-/// How many times a merge patch is read and applied before a write that
-/// kept changing under it is answered 409.
-pub const MERGE_TRIES: usize = 3;
+use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
 
 /// What a write knows of the request besides its fields.
 #[derive(Debug, Clone)]
@@ -48,12 +49,7 @@ pub struct Context {
 
 impl Context {
     /// An update of `set` and `remove` under this request's preconditions.
-    fn update<R: Resource>(
-        &self,
-        set: Patch,
-        remove: Vec<&'static str>,
-        data_key: Option<DataKeyUse>,
-    ) -> Update {
+    fn update<R: Resource>(&self, set: Patch, remove: Vec<&'static str>) -> Update {
         Update {
             table: R::TABLE,
             key: self.key.clone(),
@@ -67,8 +63,15 @@ impl Context {
             fields: R::FIELDS,
             updated_by: self.principal.clone(),
             budget: self.budget.remaining(),
-            data_key,
+            unchanged: Vec::new(),
         }
+    }
+
+    /// Whether the request carries a precondition.
+    fn guarded(&self) -> bool {
+        self.preconditions.if_match.is_some()
+            || self.preconditions.if_none_match.is_some()
+            || self.preconditions.unmodified_before.is_some()
     }
 }
 
@@ -91,13 +94,33 @@ fn values_field<R: Resource>() -> Option<(&'static str, &'static str)> {
     })
 }
 
-/// Seals what `set` holds of secrets (`remove`d fields need no key: the
-/// write removes theirs), timing the KMS call in `calls`.
+/// The stored attributes a write that keeps `R`'s sealed values must find
+/// as `stored` holds them: the values and their key.
+fn values_as_read<R: Resource>(stored: &Item) -> Vec<(&'static str, Expected)> {
+    values_field::<R>()
+        .map(|(field, attribute)| {
+            vec![
+                (field, Expected::as_read(stored.get(field))),
+                (attribute, Expected::as_read(stored.get(attribute))),
+            ]
+        })
+        .unwrap_or_default()
+}
+
+/// What a first try that keeps `R`'s sealed values expects: none (no value,
+/// no key), so that its answer needs nothing opened.
+fn no_values<R: Resource>() -> Vec<(&'static str, Expected)> {
+    values_field::<R>()
+        .map(|(field, attribute)| vec![(field, Expected::AbsentOrEmpty), (attribute, Expected::Absent)])
+        .unwrap_or_default()
+}
+
+/// Seals what `set` holds of secrets, timing the KMS call in `calls`.
 async fn seal<R: Resource, S: Store>(
     app: &App<S>,
     key: &Key,
     set: &mut Patch,
-    remove: &[&'static str],
+    remove: &mut Vec<&'static str>,
     budget: &Budget,
     calls: &mut Calls,
 ) -> Result<Sealed, ApiError> {
@@ -107,7 +130,15 @@ async fn seal<R: Resource, S: Store>(
         return Ok(Sealed::default());
     }
     let started = Instant::now();
-    let sealed = seal::seal_request(app.sealer.as_ref(), R::FIELDS, key, set, budget.remaining()).await;
+    let sealed = seal::seal_request(
+        app.sealer.as_ref(),
+        R::FIELDS,
+        key,
+        set,
+        remove,
+        budget.remaining(),
+    )
+    .await;
     // Time in KMS, if it was called: a value sealed, or KMS's own failure
     // (not a missing sealer).
     if matches!(
@@ -116,69 +147,79 @@ async fn seal<R: Resource, S: Store>(
     ) {
         add_time(&mut calls.kms, started);
     }
-    let mut sealed = sealed.map_err(|error| sealing_failed(R::ROUTE, error))?;
-    if let (Some(key_use), Some((field, _))) = (&mut sealed.key_use, values_field::<R>())
-        && remove.contains(&field)
-    {
-        key_use.expected = ExpectedKey::Any;
-        key_use.write = KeyWrite::Remove;
-    }
-    Ok(sealed)
+    sealed.map_err(|error| sealing_failed(R::ROUTE, error))
 }
 
 /// Writes the fields of `set` (and removes those of `remove`) on the record
 /// of `context`, under its preconditions, and returns the item as written,
 /// its sealed values open.
 ///
-/// A record whose sealed values the request does not replace is shown with
-/// them opened, which takes its data key: the first try expects none (a
-/// record with no sealed values is one `UpdateItem`, no KMS call); if the
-/// record has one, the refused try returned it, KMS opens it (the request's
-/// one KMS call) and the second try expects exactly that key, so the values
-/// returned are the ones it opens. A key replaced in between is a 409:
-/// opening another would be a second KMS call.
+/// A record whose sealed values the request keeps is answered with them
+/// opened. The first try expects the record to hold none (no values, no
+/// key: one `UpdateItem`, no KMS call); if it holds some, the refused try
+/// returned the item, whose values are opened (KMS opens their key: the
+/// request's one KMS call) before anything is written, and the second try
+/// expects exactly those values and that key. Values that do not open are
+/// a 500 with nothing written; values replaced in between, a 409.
 pub async fn put<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
     mut set: Patch,
-    remove: Vec<&'static str>,
+    mut remove: Vec<&'static str>,
     calls: &mut Calls,
 ) -> Result<Item, ApiError> {
-    let sealed = seal::<R, S>(app, &context.key, &mut set, &remove, &context.budget, calls).await?;
-    let mut update = context.update::<R>(set, remove, sealed.key_use);
+    let sealed = seal::<R, S>(app, &context.key, &mut set, &mut remove, &context.budget, calls).await?;
+    let keeps_values = values_field::<R>()
+        .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field));
+    let mut update = context.update::<R>(set, remove);
+    if keeps_values {
+        update.unchanged = no_values::<R>();
+    }
     let mut data_key = sealed.data_key;
+    let mut may_open = keeps_values;
     loop {
-        let may_open = data_key.is_none()
-            && update
-                .data_key
-                .as_ref()
-                .is_some_and(|key_use| key_use.expected == ExpectedKey::Absent);
         let retry = may_open.then(|| update.clone());
         let started = Instant::now();
         let written = app.store.update(update).await;
         add_time(&mut calls.dynamodb, started);
         match written {
             Ok(item) => return opened::<R>(&context.key, item, data_key.as_ref()),
-            Err(StoreError::DataKeyChanged(stored)) => {
-                let (Some(mut retry), Some((field, attribute))) = (retry, values_field::<R>()) else {
-                    tracing::warn!(
-                        route = R::ROUTE,
-                        "the record's data key changed during the update"
-                    );
-                    return Err(ApiError::Conflict);
+            Err(StoreError::Changed(stored)) => {
+                let Some(mut retry) = retry else {
+                    return Err(conflict::<R>());
                 };
-                stored_as_written::<R>(&stored)?;
-                let opened = open_key::<R, S>(app, field, attribute, context, &stored, calls).await?;
-                if let Some(key_use) = &mut retry.data_key {
-                    key_use.expected = ExpectedKey::Is(opened.sealed().to_vec());
-                }
+                data_key = open_values::<R, S>(app, context, &stored, calls).await?.1;
+                retry.unchanged = values_as_read::<R>(&stored);
                 retry.budget = context.budget.remaining();
-                data_key = Some(opened);
                 update = retry;
+                may_open = false;
             }
             Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
         }
     }
+}
+
+/// `stored` with its sealed values opened (its data key opened by KMS, the
+/// request's one KMS call, if it has one), and that key: a 500, before
+/// anything is written, if they do not open as this service wrote them.
+async fn open_values<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    stored: &Item,
+    calls: &mut Calls,
+) -> Result<(Item, Option<DataKey>), ApiError> {
+    stored_as_written::<R>(stored)?;
+    let Some((field, attribute)) = values_field::<R>() else {
+        return Ok((stored.clone(), None));
+    };
+    let data_key = match stored.get(attribute) {
+        Some(AttributeValue::B(_)) => {
+            Some(open_key::<R, S>(app, field, attribute, context, stored, calls).await?)
+        }
+        _ => None,
+    };
+    let record = opened::<R>(&context.key, stored.clone(), data_key.as_ref())?;
+    Ok((record, data_key))
 }
 
 /// Opens the data key `stored` holds in `attribute` for the record's
@@ -223,20 +264,57 @@ fn stored_as_written<R: Resource>(stored: &Item) -> Result<(), ApiError> {
 /// `item` with its sealed values opened by `data_key`.
 fn opened<R: Resource>(key: &Key, mut item: Item, data_key: Option<&DataKey>) -> Result<Item, ApiError> {
     seal::open_item(R::FIELDS, key, &mut item, data_key).map_err(|error| {
-        tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
+        tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: its sealed values do not open");
         ApiError::Internal
     })?;
     Ok(item)
 }
 
+/// Reads the record of `context` (one consistent read) and judges the
+/// request's preconditions on it, as the write would: 404 and 412 here.
+async fn read_judged<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    calls: &mut Calls,
+) -> Result<Item, ApiError> {
+    let started = Instant::now();
+    let stored = app
+        .store
+        .read(R::TABLE, &context.key, context.budget.remaining())
+        .await;
+    add_time(&mut calls.dynamodb, started);
+    let stored = stored
+        .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?
+        .ok_or(ApiError::NotFound(R::NOUN))?;
+    context
+        .update::<R>(Patch::new(), Vec::new())
+        .check(&stored)
+        .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
+    Ok(stored)
+}
+
+/// The record as it is, after the preconditions, its sealed values opened:
+/// what a `PATCH` of `{}` (a merge patch that changes nothing) answers.
+/// One read, one KMS call where it has sealed values; nothing written.
+pub async fn current<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    calls: &mut Calls,
+) -> Result<Item, ApiError> {
+    let stored = read_judged::<R, S>(app, context, calls).await?;
+    Ok(open_values::<R, S>(app, context, &stored, calls).await?.0)
+}
+
 /// Applies a merge `patch` that merges an object into a field: reads the
 /// record, opens its sealed values (one KMS call, if it has any), merges,
 /// checks the result, seals what it sets (under the record's data key, or
-/// a new one if it has none), and writes it conditioned on the version
-/// read. Preconditions are judged on the record read (412 at once) and hold
-/// through that condition: if the write finds another version, it is 412
-/// with a precondition, and without one the patch is read and applied again,
-/// up to [`MERGE_TRIES`] times, then 409. A data key replaced between tries
+/// a new one if it has none, each write under a key of its own), and
+/// writes it conditioned on the record as read (its version, and its
+/// sealed values and key). Preconditions are judged on the record read
+/// (412 at once) and hold through that condition: if the write finds
+/// another version, it is 412 with a precondition, and without one the
+/// patch is read and applied again after a jittered wait, while the budget
+/// lasts ([`Budget::backoff`]), then 409. A data key replaced between tries
 /// is also a 409: opening it would be a second KMS call.
 pub async fn merge<R: Resource, S: Store>(
     app: &App<S>,
@@ -244,88 +322,57 @@ pub async fn merge<R: Resource, S: Store>(
     patch: &MergePatch,
     calls: &mut Calls,
 ) -> Result<Item, ApiError> {
-    let guarded = context.preconditions.if_match.is_some()
-        || context.preconditions.if_none_match.is_some()
-        || context.preconditions.unmodified_before.is_some();
     // The record's data key once opened, or the new one made for it: a
     // request makes one KMS call at most.
     let mut data_key: Option<DataKey> = None;
-    for _ in 0..MERGE_TRIES {
-        let started = Instant::now();
-        let stored = app
-            .store
-            .read(R::TABLE, &context.key, context.budget.remaining())
-            .await;
-        add_time(&mut calls.dynamodb, started);
-        let stored = stored
-            .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?
-            .ok_or(ApiError::NotFound(R::NOUN))?;
-        // The preconditions, as the write would judge them now.
-        let judged = context.update::<R>(Patch::new(), Vec::new(), None);
-        judged
-            .check(&stored)
-            .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
-        stored_as_written::<R>(&stored)?;
-        let version = item::version(&stored).map_err(|error| {
-            tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: it is not one this service wrote");
-            ApiError::Internal
-        })?;
-        let mut record = stored.clone();
-        let mut key_write = None;
-        if let Some((field, attribute)) = values_field::<R>() {
-            let stored_key = match stored.get(attribute) {
-                Some(AttributeValue::B(sealed)) => Some(sealed.as_ref().to_vec()),
-                _ => None,
-            };
-            let held = data_key.as_ref().map(|key| key.sealed().to_vec());
-            match (&stored_key, &held) {
-                (Some(stored_key), Some(held)) if stored_key == held => {}
-                (Some(_), None) => {
-                    data_key = Some(open_key::<R, S>(app, field, attribute, context, &stored, calls).await?);
+    let mut tries = 0;
+    loop {
+        let stored = read_judged::<R, S>(app, context, calls).await?;
+        let record = match values_field::<R>() {
+            Some((field, attribute)) => {
+                stored_as_written::<R>(&stored)?;
+                let stored_key = match stored.get(attribute) {
+                    Some(AttributeValue::B(sealed)) => Some(sealed.as_ref()),
+                    _ => None,
+                };
+                match (stored_key, &data_key) {
+                    (Some(stored_key), Some(held)) if stored_key == held.sealed() => {}
+                    // Another write sealed the values under another key since.
+                    (Some(_), Some(_)) => return Err(conflict::<R>()),
+                    (Some(_), None) => {
+                        data_key =
+                            Some(open_key::<R, S>(app, field, attribute, context, &stored, calls).await?);
+                    }
+                    (None, _) => {}
                 }
-                // Another write sealed the values under another key since.
-                (Some(_), Some(_)) => return Err(conflict::<R>()),
-                (None, _) => {}
+                opened::<R>(&context.key, stored.clone(), stored_key.and(data_key.as_ref()))?
             }
-            let record_key = stored_key.as_ref().and(data_key.as_ref());
-            record = opened::<R>(&context.key, record, record_key)?;
-            key_write = Some((field, attribute, stored_key.is_some()));
-        }
+            None => stored.clone(),
+        };
         let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
-        let mut set = merged.set;
-        let mut data_key_use = None;
-        if let Some((field, attribute, had_key)) = key_write {
-            let write = match set.iter_mut().find(|(name, _)| *name == field) {
-                _ if merged.remove.contains(&field) => KeyWrite::Remove,
-                Some((_, AttributeValue::M(members))) if members.is_empty() => KeyWrite::Remove,
-                Some((_, AttributeValue::M(members))) => {
-                    if data_key.is_none() {
-                        data_key = Some(new_key::<R, S>(app, field, context, calls).await?);
-                    }
-                    let Some(key) = &data_key else {
-                        return Err(ApiError::Internal);
-                    };
-                    seal::seal_members(key, field, &context.key, members)
-                        .map_err(|error| sealing_failed(R::ROUTE, error))?;
-                    if had_key {
-                        KeyWrite::Keep
-                    } else {
-                        KeyWrite::Set(key.sealed().to_vec())
-                    }
-                }
-                _ => KeyWrite::Keep,
-            };
-            data_key_use = Some(DataKeyUse {
-                attribute,
-                expected: ExpectedKey::Any,
-                write,
-            });
+        let (mut set, mut remove) = (merged.set, merged.remove);
+        if let Some((field, attribute)) = values_field::<R>() {
+            seal_merged::<R, S>(
+                app,
+                context,
+                (field, attribute),
+                &stored,
+                &mut set,
+                &mut remove,
+                &mut data_key,
+                calls,
+            )
+            .await?;
         }
-        // The version read stands for every precondition: they held on it.
-        let mut update = context.update::<R>(set, merged.remove, data_key_use);
-        update.expected_versions = Some(vec![version]);
+        // The record as read stands for every precondition: they held on it.
+        let mut update = context.update::<R>(set, remove);
+        update.expected_versions = None;
         update.none_match = None;
         update.unmodified_before = None;
+        update.unchanged = values_as_read::<R>(&stored);
+        update
+            .unchanged
+            .push((VERSION, Expected::as_read(stored.get(VERSION))));
         let started = Instant::now();
         let written = app.store.update(update).await;
         add_time(&mut calls.dynamodb, started);
@@ -338,16 +385,60 @@ pub async fn merge<R: Resource, S: Store>(
                 });
                 return opened::<R>(&context.key, item, item_key);
             }
-            Err(StoreError::VersionMismatch { current }) if guarded => {
+            Err(StoreError::VersionMismatch { current }) if context.guarded() => {
                 return Err(ApiError::PreconditionFailed {
                     current_version: current,
                 });
             }
-            Err(StoreError::VersionMismatch { .. }) => {}
+            Err(StoreError::VersionMismatch { .. } | StoreError::Changed(_)) => {
+                let Some(wait) = context.budget.backoff(tries) else {
+                    return Err(conflict::<R>());
+                };
+                tries += 1;
+                tokio::time::sleep(wait).await;
+            }
             Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
         }
     }
-    Err(conflict::<R>())
+}
+
+/// Seals the merged values in `set` (the map `field`) under the record's
+/// data key, held in `data_key` (a new one, the request's one KMS call,
+/// where the record has none), and sets or removes the key's `attribute`
+/// beside them.
+#[allow(clippy::too_many_arguments)]
+async fn seal_merged<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    (field, attribute): (&'static str, &'static str),
+    stored: &Item,
+    set: &mut Patch,
+    remove: &mut Vec<&'static str>,
+    data_key: &mut Option<DataKey>,
+    calls: &mut Calls,
+) -> Result<(), ApiError> {
+    let members = set.iter_mut().find_map(|(name, value)| match value {
+        AttributeValue::M(members) if *name == field => Some(members),
+        _ => None,
+    });
+    match members {
+        Some(members) if !members.is_empty() => {
+            let key = match data_key {
+                Some(key) => key,
+                None => data_key.insert(new_key::<R, S>(app, field, context, calls).await?),
+            };
+            seal::seal_members(key, field, &context.key, members)
+                .map_err(|error| sealing_failed(R::ROUTE, error))?;
+            if !matches!(stored.get(attribute), Some(AttributeValue::B(_))) {
+                let sealed = AttributeValue::B(Blob::new(key.sealed().to_vec()));
+                set.push((attribute, sealed));
+            }
+        }
+        Some(_) => remove.push(attribute),
+        None if remove.contains(&field) => remove.push(attribute),
+        None => {}
+    }
+    Ok(())
 }
 
 /// A new data key for the record's `field`: the request's one KMS call.
@@ -385,7 +476,7 @@ pub fn store_failed(route: &str, noun: &'static str, error: StoreError) -> ApiEr
         StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
             current_version: current,
         },
-        StoreError::DataKeyChanged(_) => ApiError::Conflict,
+        StoreError::Changed(_) => ApiError::Conflict,
         StoreError::Unavailable(reason) => {
             tracing::warn!(route, %reason, "database unavailable");
             ApiError::Unavailable

@@ -65,7 +65,7 @@ fn is_token_char(c: char) -> bool {
 /// the same variable (`X_Api_Key` and `X-Api-Key` are both
 /// `HTTP_X_API_KEY`). Two names with the same reading are one header, and
 /// a refused name is refused in every spelling of it.
-fn reading(name: &str) -> String {
+pub fn reading(name: &str) -> String {
     name.chars()
         .map(|c| match c {
             '_' => '-',

@@ -40,7 +40,7 @@ use crate::config::ConfigError;
 use crate::item::Item;
 use crate::patch::Patch;
 use crate::records::{Field, Sealing};
-use crate::store::{DataKeyUse, ExpectedKey, Key, KeyWrite};
+use crate::store::Key;
 pub use values::DataKey;
 
 /// The variable naming the secrets key: a key id, key ARN, alias name or
@@ -147,28 +147,29 @@ impl Sealer {
 pub struct Sealed {
     /// Whether KMS was called.
     pub called_kms: bool,
-    /// The record's data key, open, where the write stores values sealed
-    /// under it: what opens the written item's values for the answer.
+    /// The record's new data key, open, where the write stores values
+    /// sealed under it: what opens the written item's values for the answer.
     pub data_key: Option<DataKey>,
-    /// What the write expects of, and does to, the stored data key.
-    pub key_use: Option<DataKeyUse>,
 }
 
 /// Seals, in place, every secret value `set` holds for the record `key` of
 /// a kind with `fields`: a whole secret's text becomes its KMS ciphertext
 /// (B); a map of sealed values (`headers`) becomes the same names with each
-/// value sealed under a new data key (B), which the write stores with them.
-/// A record kind seals at most one field, so this is at most one KMS call,
-/// and none when `set` holds no secret (an empty map needs no key: the
-/// write removes the old one). `budget` bounds the call.
+/// value sealed under a new data key, which joins `set` (sealed by KMS) in
+/// its own attribute. A map set empty, or removed (in `remove`), takes its
+/// data key's attribute with it. A record kind seals at most one field, so
+/// this is at most one KMS call, and none when `set` holds no secret.
+/// `budget` bounds the call.
 pub async fn seal_request(
     sealer: Option<&Sealer>,
     fields: &[Field],
     key: &Key,
     set: &mut Patch,
+    remove: &mut Vec<&'static str>,
     budget: Duration,
 ) -> Result<Sealed, SealError> {
     let mut sealed = Sealed::default();
+    let mut key_set = None;
     for field in fields {
         let Some(sealing) = field.sealing() else {
             continue;
@@ -192,50 +193,45 @@ pub async fn seal_request(
             }
             (Sealing::Whole, _) => {}
             (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) if members.is_empty() => {
-                sealed.key_use = Some(DataKeyUse {
-                    attribute,
-                    expected: ExpectedKey::Any,
-                    write: KeyWrite::Remove,
-                });
+                remove.push(attribute);
             }
             (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) => {
                 let sealer = sealer.ok_or(SealError::NotConfigured)?;
                 sealed.called_kms = true;
                 let data_key = sealer.new_data_key(&context(field.name, key), budget).await?;
                 seal_members(&data_key, field.name, key, members)?;
-                sealed.key_use = Some(DataKeyUse {
+                key_set = Some((
                     attribute,
-                    expected: ExpectedKey::Any,
-                    write: KeyWrite::Set(data_key.sealed().to_vec()),
-                });
+                    AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
+                ));
                 sealed.data_key = Some(data_key);
             }
-            // Not set: the stored values are returned, and the first try
-            // expects none sealed (no KMS call); [`open_stored_key`] is the
-            // second.
-            (Sealing::Values { key: attribute }, _) => {
-                sealed.key_use = Some(DataKeyUse {
-                    attribute,
-                    expected: ExpectedKey::Absent,
-                    write: KeyWrite::Keep,
-                });
+            (Sealing::Values { key: attribute }, _) if remove.contains(&field.name) => {
+                remove.push(attribute);
             }
+            // Not set: the stored values stay as they are, under their key.
+            (Sealing::Values { .. }, _) => {}
         }
     }
+    set.extend(key_set);
     Ok(sealed)
 }
 
 /// Seals each text member of `members` (the map `field` of the record
-/// `key`) under `data_key`, in place; a member already sealed is kept.
+/// `key`) under a key of this write's own, derived from `data_key`
+/// ([`DataKey::for_write`]), in place; a member already sealed is kept.
 pub fn seal_members(
     data_key: &DataKey,
     field: &str,
     key: &Key,
     members: &mut HashMap<String, AttributeValue>,
 ) -> Result<(), SealError> {
+    let write_key = data_key
+        .for_write()
+        .map_err(|error| SealError::Refused(error.to_string()))?;
     for (name, value) in members.iter_mut() {
         if let AttributeValue::S(plaintext) = &*value {
-            let ciphertext = data_key
+            let ciphertext = write_key
                 .seal(field, key, name, plaintext)
                 .map_err(|error| SealError::Refused(error.to_string()))?;
             *value = AttributeValue::B(Blob::new(ciphertext));
@@ -391,14 +387,17 @@ pub async fn seal_stored(
     if plain.is_empty() {
         return Ok(Vec::new());
     }
-    let sealed = seal_request(Some(sealer), fields, &key, &mut plain, TIME_BUDGET).await?;
-    if let (Some(key_use), Some(data_key)) = (&sealed.key_use, &sealed.data_key) {
-        item.insert(
-            key_use.attribute.to_owned(),
-            AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
-        );
-    }
     let names = plain.iter().map(|(name, _)| *name).collect();
+    // The new data key joins `plain` in its own attribute.
+    seal_request(
+        Some(sealer),
+        fields,
+        &key,
+        &mut plain,
+        &mut Vec::new(),
+        TIME_BUDGET,
+    )
+    .await?;
     for (name, value) in plain {
         item.insert(name.to_owned(), value);
     }

@@ -10,11 +10,8 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use aws_sdk_dynamodb::primitives::Blob;
-
 use super::{
-    ExpectedKey, KeyWrite, NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID,
-    written_by,
+    Expected, NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
 };
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, Kind, MAX_VERSION};
@@ -115,27 +112,23 @@ impl Expression {
             }
             None => removals.push("#updated_by".into()),
         }
-        let mut key_condition = String::new();
-        if let Some(data_key) = update.data_key {
-            // DynamoDB refuses a name no expression uses: named only if one does.
-            if data_key.expected != ExpectedKey::Any || data_key.write != KeyWrite::Keep {
-                names.insert("#data_key".into(), data_key.attribute.into());
-            }
-            match data_key.expected {
-                ExpectedKey::Any => {}
-                ExpectedKey::Absent => key_condition.push_str(" AND attribute_not_exists(#data_key)"),
-                ExpectedKey::Is(sealed) => {
-                    values.insert(":data_key".into(), AttributeValue::B(Blob::new(sealed)));
-                    key_condition.push_str(" AND #data_key = :data_key");
+        // What the write expects as it was read: equal (DynamoDB compares
+        // maps and binaries by value), or absent (or empty).
+        let mut unchanged = String::new();
+        for (index, (name, expected)) in update.unchanged.into_iter().enumerate() {
+            names.insert(format!("#u{index}"), name.to_string());
+            match expected {
+                Expected::Absent => unchanged.push_str(&format!(" AND attribute_not_exists(#u{index})")),
+                Expected::AbsentOrEmpty => {
+                    values.insert(":type_M".into(), AttributeValue::S("M".into()));
+                    unchanged.push_str(&format!(
+                        " AND (attribute_not_exists(#u{index}) OR (attribute_type(#u{index}, :type_M) AND size(#u{index}) = :zero))"
+                    ));
                 }
-            }
-            match data_key.write {
-                KeyWrite::Keep => {}
-                KeyWrite::Set(sealed) => {
-                    values.insert(":new_data_key".into(), AttributeValue::B(Blob::new(sealed)));
-                    assignments.push("#data_key = :new_data_key".into());
+                Expected::Is(value) => {
+                    values.insert(format!(":u{index}"), value);
+                    unchanged.push_str(&format!(" AND #u{index} = :u{index}"));
                 }
-                KeyWrite::Remove => removals.push("#data_key".into()),
             }
         }
 
@@ -198,7 +191,7 @@ impl Expression {
             condition
                 .push_str(" AND (attribute_not_exists(#updated_at) OR #updated_at < :unmodified_before)");
         }
-        condition.push_str(&key_condition);
+        condition.push_str(&unchanged);
         let removals = if removals.is_empty() {
             String::new()
         } else {
@@ -308,7 +301,7 @@ fn classify(error: SdkError<UpdateItemError, HttpResponse>, update: &Update) -> 
             Some(old) => Err(update
                 .check(old)
                 .err()
-                .unwrap_or_else(|| match item::version(old) {
+                .unwrap_or_else(|| match item::version_tag(old) {
                     Ok(current) => StoreError::VersionMismatch { current },
                     Err(error) => StoreError::Unreadable(error.to_string()),
                 })),

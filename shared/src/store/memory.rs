@@ -8,11 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use aws_sdk_dynamodb::primitives::Blob;
-
-use super::{
-    Key, KeyWrite, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
-};
+use super::{Key, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
 use crate::item::Item;
 use crate::number::Decimal;
 
@@ -124,15 +120,6 @@ impl Store for MemoryStore {
         stored.insert("updated_at".into(), AttributeValue::S(update.now));
         stored.insert("version".into(), AttributeValue::N(next));
         stored.insert(WRITE_ID.into(), AttributeValue::S(update.write_id));
-        if let Some(data_key) = update.data_key {
-            match data_key.write {
-                KeyWrite::Keep => {}
-                KeyWrite::Set(sealed) => {
-                    stored.insert(data_key.attribute.into(), AttributeValue::B(Blob::new(sealed)));
-                }
-                KeyWrite::Remove => drop(stored.remove(data_key.attribute)),
-            }
-        }
         Ok(stored.clone())
     }
 }

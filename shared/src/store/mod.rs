@@ -155,56 +155,37 @@ pub struct Update {
     /// The most time the write may take: what the request's earlier calls
     /// left of [`TIME_BUDGET`] ([`crate::budget`]).
     pub budget: Duration,
-    /// The record's data key (the sealed key its sealed values are under,
-    /// [`crate::records::Sealing::Values`]): what the write expects of the
-    /// stored one and what it stores; `None` for a record kind without one.
-    pub data_key: Option<DataKeyUse>,
+    /// Attributes the write expects as they were read: the values a
+    /// request opened and answers with, or the version a merge was applied
+    /// to. A `version` that differs is a [`StoreError::VersionMismatch`];
+    /// any other, [`StoreError::Changed`].
+    pub unchanged: Vec<(&'static str, Expected)>,
 }
 
-/// What an update expects of a record's data key attribute, and does to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataKeyUse {
-    /// The attribute holding the sealed data key.
-    pub attribute: &'static str,
-    /// The write happens only if the stored key is this.
-    pub expected: ExpectedKey,
-    /// What the write does to it.
-    pub write: KeyWrite,
-}
-
-/// What the stored data key must be for a write to happen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExpectedKey {
-    /// Anything: the write replaces every sealed value and the key with them.
-    Any,
-    /// None: no value is sealed (the values the write returns are readable).
+/// What a write expects of one stored attribute ([`Update::unchanged`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expected {
+    /// Not stored.
     Absent,
-    /// This one, byte for byte: the key the caller opened to read the
-    /// values the write returns.
-    Is(Vec<u8>),
+    /// Not stored, or an empty map.
+    AbsentOrEmpty,
+    /// Stored, equal to this (maps and binaries compared by value).
+    Is(AttributeValue),
 }
 
-/// What a write does to the data key attribute.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyWrite {
-    /// Leaves it as it is.
-    Keep,
-    /// Stores this sealed key (with the values sealed under it).
-    Set(Vec<u8>),
-    /// Removes it (no value is sealed any more).
-    Remove,
-}
+impl Expected {
+    /// What `stored` (an attribute's value, or `None`) must be to match it.
+    pub fn as_read(stored: Option<&AttributeValue>) -> Self {
+        stored.map_or(Self::Absent, |value| Self::Is(value.clone()))
+    }
 
-impl DataKeyUse {
-    /// Whether `stored`'s data key is the one expected.
-    pub fn holds(&self, stored: &Item) -> bool {
-        let key = stored.get(self.attribute);
-        match &self.expected {
-            ExpectedKey::Any => true,
-            ExpectedKey::Absent => key.is_none(),
-            ExpectedKey::Is(expected) => {
-                matches!(key, Some(AttributeValue::B(blob)) if blob.as_ref() == expected.as_slice())
-            }
+    /// Whether `stored` is as expected.
+    pub fn holds(&self, stored: Option<&AttributeValue>) -> bool {
+        match (self, stored) {
+            (Self::Absent | Self::AbsentOrEmpty, None) => true,
+            (Self::AbsentOrEmpty, Some(AttributeValue::M(map))) => map.is_empty(),
+            (Self::Is(expected), Some(value)) => expected == value,
+            _ => false,
         }
     }
 }
@@ -226,6 +207,9 @@ pub const UPDATED_BY: &str = "updated_by";
 /// name only. Never shown in a response; the change events carry it.
 pub const UPDATED_FIELDS: &str = "updated_fields";
 
+/// The stored attribute every update increments (N; absent counts as 0).
+pub const VERSION: &str = "version";
+
 /// The stored attribute holding the id of the update that last wrote an
 /// item (see [`Update::write_id`]). Never shown in a response.
 pub const WRITE_ID: &str = "write_id";
@@ -243,7 +227,8 @@ impl Update {
         uuid::Uuid::new_v4().to_string()
     }
 
-    /// The names of the fields this write sets or removes, as stored in
+    /// The names of the record's fields this write sets or removes (not the
+    /// attributes beside them, such as a data key), as stored in
     /// [`UPDATED_FIELDS`]: never a value.
     pub fn set_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
@@ -251,6 +236,7 @@ impl Update {
             .iter()
             .map(|(name, _)| *name)
             .chain(self.remove.iter().copied())
+            .filter(|name| self.fields.iter().any(|field| field.name == *name))
             .map(str::to_owned)
             .collect();
         names.sort_unstable();
@@ -279,7 +265,7 @@ impl Update {
             fields: self.fields,
             updated_by: None,
             budget: self.budget,
-            data_key: self.data_key.clone(),
+            unchanged: self.unchanged.clone(),
         }
     }
 
@@ -306,8 +292,9 @@ pub enum StoreError {
     /// The record's version is not the expected one; nothing was written.
     #[error("version mismatch (stored version {current})")]
     VersionMismatch {
-        /// The stored version.
-        current: u64,
+        /// The stored version, as its entity tag's text (`3`, or `2.5`
+        /// where another writer stored a fraction).
+        current: String,
     },
     /// Throttled, unreachable, or out of time: worth retrying later.
     #[error("database unavailable: {0}")]
@@ -316,11 +303,12 @@ pub enum StoreError {
     /// of another type, a version out of range); nothing was written.
     #[error("stored item cannot be updated: {0}")]
     Unreadable(String),
-    /// Every precondition held, but the stored data key is not the one the
-    /// update expected ([`DataKeyUse`]); nothing was written. Carries the
-    /// item as stored, whose key the caller may open to try again.
-    #[error("the record's data key is not the one expected")]
-    DataKeyChanged(StoredItem),
+    /// Every precondition held, but an attribute the update expected
+    /// unchanged ([`Update::unchanged`]) is not as expected; nothing was
+    /// written. Carries the item as stored, which the caller may open and
+    /// try again on.
+    #[error("the record is not as it was read")]
+    Changed(StoredItem),
     /// Anything else (missing table, bad credentials, corrupt item).
     #[error("database error: {0}")]
     Internal(String),
@@ -337,9 +325,9 @@ impl Update {
         // Only the attributes this write keeps must be readable.
         item::updatable(stored, &self.kept()).map_err(|error| StoreError::Unreadable(error.to_string()))?;
         let version = item::version(stored);
-        // A failed precondition answers with the stored version.
-        let refused = || match &version {
-            Ok(current) => StoreError::VersionMismatch { current: *current },
+        // A failed precondition answers with the stored version's tag.
+        let refused = || match item::version_tag(stored) {
+            Ok(current) => StoreError::VersionMismatch { current },
             Err(error) => StoreError::Unreadable(error.to_string()),
         };
         if let Some(expected) = &self.expected_versions {
@@ -369,12 +357,19 @@ impl Update {
         if named || modified {
             return Err(refused());
         }
-        match &self.data_key {
-            Some(data_key) if !data_key.holds(stored) => {
-                Err(StoreError::DataKeyChanged(StoredItem(Box::new(stored.clone()))))
-            }
-            _ => Ok(()),
+        let changed = |(name, expected): &&(&'static str, Expected)| !expected.holds(stored.get(*name));
+        if self
+            .unchanged
+            .iter()
+            .filter(changed)
+            .any(|(name, _)| *name == VERSION)
+        {
+            return Err(refused());
         }
+        if self.unchanged.iter().any(|expected| changed(&expected)) {
+            return Err(StoreError::Changed(StoredItem(Box::new(stored.clone()))));
+        }
+        Ok(())
     }
 }
 

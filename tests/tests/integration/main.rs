@@ -11,6 +11,7 @@ mod authorization;
 mod concurrency;
 mod deadline;
 mod events;
+mod fail_closed;
 mod faults;
 mod handlers;
 mod lambda_events;

@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use agent_server_shared::item::Item;
 use agent_server_shared::seal::{self, DataKey, MemorySealer, SealError, Sealer};
-use agent_server_shared::store::{
-    DataKeyUse, ExpectedKey, Key, KeyWrite, MemoryStore, Store, StoreError, TableNames, Update,
-};
+use agent_server_shared::store::{Key, MemoryStore, Store, StoreError, TableNames, Update};
 use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
@@ -89,13 +87,28 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 /// data `0x01 || field 0x00 project 0x00 id 0x00 name`.
 fn open_as_documented(plain_key: &[u8], key: &Key, name: &str, sealed: &[u8]) -> Option<String> {
     use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+    use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
     let (&version, rest) = sealed.split_first()?;
-    if version != 1 || rest.len() < 28 {
-        return None;
-    }
+    // Layout 2: a key per write, HKDF-SHA256 of the data key under the
+    // value's salt; layout 1: the data key itself.
+    let (value_key, rest) = match version {
+        2 if rest.len() >= 32 + 28 => {
+            let (salt, rest) = rest.split_at(32);
+            let mut derived = [0u8; 32];
+            Salt::new(HKDF_SHA256, salt)
+                .extract(plain_key)
+                .expand(&[b"agent-server sealed values v2"], HKDF_SHA256)
+                .ok()?
+                .fill(&mut derived)
+                .ok()?;
+            (derived.to_vec(), rest)
+        }
+        1 if rest.len() >= 28 => (plain_key.to_vec(), rest),
+        _ => return None,
+    };
     let (nonce, ciphertext) = rest.split_at(12);
-    let aead = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, plain_key).ok()?);
-    let mut aad = vec![1u8];
+    let aead = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &value_key).ok()?);
+    let mut aad = vec![version];
     let project = key.project_id.as_deref().unwrap_or_default();
     aad.extend_from_slice(format!("headers\0{project}\0{}\0{name}", key.id).as_bytes());
     let mut in_out = ciphertext.to_vec();
@@ -332,9 +345,10 @@ async fn counted(app: &App<MemoryStore>, sealer: &MemorySealer, key: &Key, body:
 async fn each_request_makes_at_most_one_kms_call_and_two_store_calls() {
     let (app, sealer) = memory_app();
     let key = memory_record(&app);
-    // Unsealed: a rename is what it always was.
+    // Plain headers (stored before sealing): the try expecting none is
+    // refused, and the write is conditioned on them as read; no KMS call.
     let rename = counted(&app, &sealer, &key, json!({"name": "a"})).await;
-    assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 1, 0));
+    assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 2, 0));
     // Setting headers: one data key, one write.
     let headers = json!({"Authorization": "Bearer t", "X-Other": "o"});
     let set = counted(&app, &sealer, &key, json!({"headers": headers})).await;
@@ -353,6 +367,7 @@ async fn each_request_makes_at_most_one_kms_call_and_two_store_calls() {
     // Empty headers: no key needed.
     let clear = counted(&app, &sealer, &key, json!({"headers": {}})).await;
     assert_eq!((clear.status, clear.store_calls, clear.kms_calls), (200, 1, 0));
+    // No values to open: one write.
     let rename = counted(&app, &sealer, &key, json!({"name": "c"})).await;
     assert_eq!((rename.status, rename.store_calls, rename.kms_calls), (200, 1, 0));
     // The other kinds seal what they did.
@@ -399,11 +414,15 @@ impl Store for Racing {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         let key = update.key.clone();
         let outcome = self.inner.update(update).await;
-        if matches!(outcome, Err(StoreError::DataKeyChanged(_))) {
+        if matches!(outcome, Err(StoreError::Changed(_))) {
             let racer = Update {
                 table: Table::McpServers,
                 key,
-                set: vec![("headers", AttributeValue::M(Default::default()))].into(),
+                set: vec![
+                    ("headers", AttributeValue::M(Default::default())),
+                    ("headers_key", AttributeValue::B(vec![9; 48].into())),
+                ]
+                .into(),
                 remove: Vec::new(),
                 expected_versions: None,
                 none_match: None,
@@ -413,11 +432,7 @@ impl Store for Racing {
                 fields: Route::McpServers.fields(),
                 updated_by: Some("racer".into()),
                 budget: agent_server_shared::budget::TIME_BUDGET,
-                data_key: Some(DataKeyUse {
-                    attribute: "headers_key",
-                    expected: ExpectedKey::Any,
-                    write: KeyWrite::Set(vec![9; 48]),
-                }),
+                unchanged: Vec::new(),
             };
             assert!(self.inner.update(racer).await.is_ok());
         }
@@ -447,7 +462,11 @@ async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() 
         .new_data_key(&context, agent_server_shared::budget::TIME_BUDGET)
         .await
         .unwrap();
-    let value = data_key.seal("headers", &key, "A", "1").unwrap();
+    let value = data_key
+        .for_write()
+        .unwrap()
+        .seal("headers", &key, "A", "1")
+        .unwrap();
     item.insert(
         "headers".into(),
         AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into()),
@@ -552,7 +571,11 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         .new_data_key(&context, agent_server_shared::budget::TIME_BUDGET)
         .await
         .unwrap();
-    let value = data_key.seal("headers", &key_of(&ids[2]), "A", "sealed").unwrap();
+    let value = data_key
+        .for_write()
+        .unwrap()
+        .seal("headers", &key_of(&ids[2]), "A", "sealed")
+        .unwrap();
     put(
         &ids[2],
         Some(AttributeValue::M(

@@ -211,7 +211,9 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         ApiError::EmptyUpdate,
         ApiError::Forbidden,
         ApiError::NotFound("x"),
-        ApiError::PreconditionFailed { current_version: 1 },
+        ApiError::PreconditionFailed {
+            current_version: "1".into(),
+        },
         ApiError::Conflict,
         ApiError::PayloadTooLarge,
         ApiError::UnsupportedMediaType(agent_server_shared::error::Unsupported::NotJson),

@@ -88,7 +88,7 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
         fields: FIELDS,
         updated_by: None,
         budget: agent_server_shared::budget::TIME_BUDGET,
-        data_key: None,
+        unchanged: Vec::new(),
     }
 }
 
@@ -121,7 +121,7 @@ async fn a_failed_check_with_an_old_item_is_a_version_mismatch() {
         )
     })
     .await;
-    assert_eq!(outcome, Err(StoreError::VersionMismatch { current: 5 }));
+    assert_eq!(outcome, Err(StoreError::VersionMismatch { current: "5".into() }));
     let no_version = outcome_of(|| {
         UpdateItemError::ConditionalCheckFailedException(
             ConditionalCheckFailedException::builder()
@@ -130,7 +130,10 @@ async fn a_failed_check_with_an_old_item_is_a_version_mismatch() {
         )
     })
     .await;
-    assert_eq!(no_version, Err(StoreError::VersionMismatch { current: 0 }));
+    assert_eq!(
+        no_version,
+        Err(StoreError::VersionMismatch { current: "0".into() })
+    );
 }
 
 #[tokio::test]

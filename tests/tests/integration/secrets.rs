@@ -214,7 +214,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         fields: McpServer::FIELDS,
         updated_by: None,
         budget: agent_server_shared::budget::TIME_BUDGET,
-        data_key: None,
+        unchanged: Vec::new(),
     };
     shown.push(format!("{update:?} {:?}", update.conditions()));
 
@@ -251,6 +251,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         McpServer::FIELDS,
         &key,
         &mut to_seal,
+        &mut Vec::new(),
         agent_server_shared::budget::TIME_BUDGET,
     )
     .await

@@ -4,7 +4,7 @@
 
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::store::{
-    DynamoStore, Key, MemoryStore, NoneMatch, Store, StoreError, Update, WRITE_ID,
+    DynamoStore, Expected, Key, MemoryStore, NoneMatch, Store, StoreError, Update, WRITE_ID,
 };
 use agent_server_shared::{Table, store::TableNames};
 use aws_sdk_dynamodb::Client;
@@ -92,7 +92,7 @@ fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> U
         fields: route.fields(),
         updated_by: Some("store-conformance".into()),
         budget: agent_server_shared::budget::TIME_BUDGET,
-        data_key: None,
+        unchanged: Vec::new(),
     }
 }
 
@@ -286,7 +286,7 @@ async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
                 vec![("name", AttributeValue::S("changed".into()))],
             )
         };
-        let mismatch = Err(StoreError::VersionMismatch { current: 3 });
+        let mismatch = Err(StoreError::VersionMismatch { current: "3".into() });
         for refused in [
             Update {
                 none_match: Some(NoneMatch::Any),
@@ -360,7 +360,7 @@ async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
         };
         assert_eq!(
             backend.update(zero).await,
-            Err(StoreError::VersionMismatch { current: 0 })
+            Err(StoreError::VersionMismatch { current: "0".into() })
         );
     }
 }
@@ -423,7 +423,7 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
         // No version attribute counts as 0.
         assert_eq!(
             backend.update(guarded(vec![1], "stale")).await,
-            Err(StoreError::VersionMismatch { current: 0 })
+            Err(StoreError::VersionMismatch { current: "0".into() })
         );
         assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
         let first = backend.update(guarded(vec![0], "first")).await;
@@ -434,11 +434,11 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
         let before = backend.get(route.table(), &key).await;
         assert_eq!(
             backend.update(guarded(vec![], "never")).await,
-            Err(StoreError::VersionMismatch { current: 2 })
+            Err(StoreError::VersionMismatch { current: "2".into() })
         );
         assert_eq!(
             backend.update(guarded(vec![1], "stale")).await,
-            Err(StoreError::VersionMismatch { current: 2 })
+            Err(StoreError::VersionMismatch { current: "2".into() })
         );
         assert_eq!(
             backend.get(route.table(), &key).await,
@@ -516,7 +516,7 @@ async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend:
                 // The write replaces the odd attribute, so only the stale
                 // version stops it: a mismatch, as for any other item.
                 assert!(
-                    matches!(&outcome, Err(StoreError::VersionMismatch { current: 0 })),
+                    matches!(&outcome, Err(StoreError::VersionMismatch { current }) if current == "0"),
                     "{route:?}: {outcome:?}"
                 );
             } else {
@@ -588,10 +588,13 @@ async fn a_fractional_version_is_carried_on<B: Backend>(backend: &B) {
             expected_versions: Some(vec![1, 2]),
             ..update(route, key.clone(), vec![("name", AttributeValue::S("y".into()))])
         };
-        assert!(matches!(
+        // Refused with the stored version's tag: what a 412's ETag says.
+        assert_eq!(
             backend.update(guarded).await,
-            Err(StoreError::Unreadable(_))
-        ));
+            Err(StoreError::VersionMismatch {
+                current: "1.5".into()
+            })
+        );
         assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
         let set = vec![("name", AttributeValue::S("x".into()))];
         let returned = backend.update(update(route, key.clone(), set)).await;
@@ -657,55 +660,47 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
     }
 }
 
-/// The data key a record's sealed values are under: a write expecting none
-/// is refused once one is stored, one expecting a key is refused for
-/// another, and each refusal returns the item as stored and writes nothing;
-/// a precondition that fails as well is reported first. A write stores or
-/// removes the key with its values.
-async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
-    use agent_server_shared::store::{DataKeyUse, ExpectedKey, KeyWrite};
+/// What a write expects unchanged ([`Update::unchanged`]): an attribute
+/// expected absent refuses a write once it is stored; one expected equal
+/// (a map, a binary, a fractional version) refuses any other value; each
+/// refusal returns the item as stored and writes nothing, a `version` that
+/// moved is a version mismatch, and a failed precondition is told first.
+async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     let route = Route::McpServers;
     let (project, id) = (new_id(), new_id());
     backend.put(route.table(), route.item(&project, &id)).await;
     let key = key(route, &project, &id);
-    let with = |expected: ExpectedKey, write: KeyWrite, name: &str| Update {
-        data_key: Some(DataKeyUse {
-            attribute: "headers_key",
-            expected,
-            write,
-        }),
-        ..update(route, key.clone(), vec![("name", AttributeValue::S(name.into()))])
+    let with = |unchanged: Vec<(&'static str, Expected)>, set: Vec<(&'static str, AttributeValue)>| Update {
+        unchanged,
+        ..update(route, key.clone(), set)
     };
-    let stored_key = |item: &Item| item.get("headers_key").cloned();
-    // No key stored: expecting none writes; expecting one is refused.
+    let blob = |byte: u8| AttributeValue::B(vec![byte; 40].into());
+    let sealed = |byte: u8| AttributeValue::M([("Authorization".to_string(), blob(byte))].into());
+    let name = |text: &str| ("name", AttributeValue::S(text.into()));
+    // Nothing stored: expecting absence writes (and a key may be set with it).
     let first = backend
-        .update(with(ExpectedKey::Absent, KeyWrite::Keep, "a"))
-        .await;
-    assert_eq!(first.as_ref().map(stored_key), Ok(None));
-    let refused = backend
-        .update(with(ExpectedKey::Is(vec![1, 2]), KeyWrite::Keep, "b"))
-        .await;
-    let Err(StoreError::DataKeyChanged(seen)) = refused else {
-        panic!("expected DataKeyChanged, got {refused:?}");
-    };
-    assert_eq!(stored_key(&seen), None);
-    // Stored with the values; then only that key is accepted.
-    let set = backend
-        .update(with(ExpectedKey::Any, KeyWrite::Set(vec![7; 40]), "c"))
+        .update(with(
+            vec![("headers_key", Expected::Absent)],
+            vec![name("a"), ("headers", sealed(1)), ("headers_key", blob(7))],
+        ))
         .await
         .unwrap();
-    let blob = Some(AttributeValue::B(vec![7; 40].into()));
-    assert_eq!(stored_key(&set), blob);
+    assert_eq!(first.get("headers_key"), Some(&blob(7)));
     let before = backend.get(route.table(), &key).await;
     for expected in [
-        ExpectedKey::Absent,
-        ExpectedKey::Is(vec![7; 39]),
-        ExpectedKey::Is(vec![8; 40]),
+        vec![("headers_key", Expected::Absent)],
+        vec![("headers_key", Expected::Is(blob(8)))],
+        vec![
+            ("headers_key", Expected::Is(blob(7))),
+            ("headers", Expected::Is(sealed(2))),
+        ],
+        vec![("headers", Expected::Absent)],
+        vec![("headers", Expected::AbsentOrEmpty)],
     ] {
-        let refused = backend.update(with(expected.clone(), KeyWrite::Keep, "d")).await;
+        let refused = backend.update(with(expected.clone(), vec![name("b")])).await;
         match refused {
-            Err(StoreError::DataKeyChanged(seen)) => assert_eq!(Some(*seen.0), before, "{expected:?}"),
-            other => panic!("{expected:?}: expected DataKeyChanged, got {other:?}"),
+            Err(StoreError::Changed(seen)) => assert_eq!(Some(*seen.0), before, "{expected:?}"),
+            other => panic!("{expected:?}: expected Changed, got {other:?}"),
         }
         assert_eq!(
             backend.get(route.table(), &key).await,
@@ -713,27 +708,79 @@ async fn the_data_key_guards_the_write<B: Backend>(backend: &B) {
             "{expected:?} wrote"
         );
     }
+    // A version that moved is a mismatch, with the stored tag.
+    let moved = backend
+        .update(with(
+            vec![("version", Expected::Is(AttributeValue::N("0".into())))],
+            vec![name("c")],
+        ))
+        .await;
+    assert_eq!(moved, Err(StoreError::VersionMismatch { current: "1".into() }));
+    // Absent or empty: an empty map passes, a sealed one does not.
+    let (project, id) = (new_id(), new_id());
+    let mut empty = route.item(&project, &id);
+    empty.insert("headers".into(), AttributeValue::M(Default::default()));
+    backend.put(route.table(), empty).await;
+    let emptied = backend
+        .update(Update {
+            unchanged: vec![("headers", Expected::AbsentOrEmpty)],
+            ..update(route, self::key(route, &project, &id), vec![name("x")])
+        })
+        .await;
+    assert!(emptied.is_ok(), "{emptied:?}");
     // A failed precondition is told first.
     let stale = Update {
         expected_versions: Some(vec![0]),
-        ..with(ExpectedKey::Absent, KeyWrite::Keep, "e")
+        ..with(vec![("headers_key", Expected::Absent)], vec![name("d")])
     };
-    let refused = backend.update(stale).await;
-    assert!(
-        matches!(refused, Err(StoreError::VersionMismatch { current: 2 })),
-        "{refused:?}"
+    assert_eq!(
+        backend.update(stale).await,
+        Err(StoreError::VersionMismatch { current: "1".into() })
     );
+    // Exactly as stored: writes, the key removed with the values.
     let kept = backend
-        .update(with(ExpectedKey::Is(vec![7; 40]), KeyWrite::Keep, "f"))
+        .update(Update {
+            remove: vec!["headers", "headers_key"],
+            ..with(
+                vec![
+                    ("headers_key", Expected::Is(blob(7))),
+                    ("headers", Expected::Is(sealed(1))),
+                    ("version", Expected::Is(AttributeValue::N("1".into()))),
+                ],
+                vec![name("e")],
+            )
+        })
         .await
         .unwrap();
-    assert_eq!((stored_key(&kept), item::version(&kept)), (blob, Ok(3)));
-    let removed = backend
-        .update(with(ExpectedKey::Any, KeyWrite::Remove, "g"))
-        .await
-        .unwrap();
-    assert_eq!(stored_key(&removed), None);
-    assert_eq!(backend.get(route.table(), &key).await, Some(removed));
+    assert_eq!((kept.get("headers_key"), item::version(&kept)), (None, Ok(2)));
+    assert_eq!(backend.get(route.table(), &key).await, Some(kept.clone()));
+    // The data key is no field: updated_fields names the fields only.
+    assert_eq!(
+        kept.get("updated_fields"),
+        Some(&AttributeValue::Ss(vec!["headers".into(), "name".into()]))
+    );
+    // A fractional version another writer stored is expected by value.
+    let (project, id) = (new_id(), new_id());
+    let mut item = route.item(&project, &id);
+    item.insert("version".into(), AttributeValue::N("1.5".into()));
+    backend.put(route.table(), item).await;
+    let key = self::key(route, &project, &id);
+    let fraction = Update {
+        unchanged: vec![("version", Expected::Is(AttributeValue::N("1.5".into())))],
+        ..update(route, key.clone(), vec![name("f")])
+    };
+    let written = backend.update(fraction).await.unwrap();
+    assert_eq!(item::version_tag(&written), Ok("2.5".into()));
+    let stale = Update {
+        unchanged: vec![("version", Expected::Is(AttributeValue::N("1.5".into())))],
+        ..update(route, key, vec![name("g")])
+    };
+    assert_eq!(
+        backend.update(stale).await,
+        Err(StoreError::VersionMismatch {
+            current: "2.5".into()
+        })
+    );
 }
 
 /// A read is the item as stored, or none; a write may remove fields, which
@@ -812,7 +859,7 @@ macro_rules! conformance {
 
 conformance!(
     reads_and_removals,
-    the_data_key_guards_the_write,
+    unchanged_attributes_guard_the_write,
     other_preconditions_guard_the_write,
     who_and_which_fields_are_stored,
     each_field_updates_alone,

@@ -4,11 +4,16 @@ The API stores each header value sealed (docs/secrets.md): the names stay
 readable, each value is AES-256-GCM under the record's own data key, and the
 data key is stored beside them as KMS sealed it (GenerateDataKey under the
 secrets key, with the encryption context {"field": "headers", "project_id":
-"<project>", "id": "<record id>"}). Opening them is one GetItem, one KMS
+"<project>", "id": "<record id>"}). Each write seals its values under a key
+of its own, derived from the data key. Opening them is one GetItem, one KMS
 Decrypt of the data key with that context, and AES-GCM for each value:
 
-    sealed value = 0x01 || nonce (12 bytes) || ciphertext || tag (16 bytes)
-    associated   = 0x01 || "headers" 0x00 project_id 0x00 id 0x00 header name
+    value key    = HKDF-SHA256(ikm = data key, salt, info = "agent-server sealed values v2")
+    sealed value = 0x02 || salt (32 bytes) || nonce (12 bytes) || ciphertext || tag (16 bytes)
+    associated   = 0x02 || "headers" 0x00 project_id 0x00 id 0x00 header name
+
+Layout 1, written before, is 0x01 || nonce || ciphertext || tag under the
+data key itself, its associated data starting with 0x01.
 
     python open_mcp_headers.py PROJECT_ID RECORD_ID   # prints the headers as JSON
 
@@ -30,27 +35,36 @@ import os
 import sys
 
 import boto3
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-LAYOUT_VERSION = 1
 NONCE_BYTES = 12
+SALT_BYTES = 32
+WRITE_KEY_INFO = b"agent-server sealed values v2"
 
 
-def associated_data(field, project_id, record_id, name):
+def associated_data(layout, field, project_id, record_id, name):
     """What binds a sealed value to its record and its header name."""
     parts = [field, project_id, record_id, name]
-    return bytes([LAYOUT_VERSION]) + b"\0".join(part.encode() for part in parts)
+    return bytes([layout]) + b"\0".join(part.encode() for part in parts)
 
 
 def open_value(data_key, project_id, record_id, name, sealed):
     """The text of one sealed header value (raises if it was not sealed for
     this record and name, or was altered)."""
     sealed = bytes(sealed)
-    if not sealed or sealed[0] != LAYOUT_VERSION:
-        raise ValueError(f"header {name!r}: not a sealed value of layout version {LAYOUT_VERSION}")
-    nonce, ciphertext = sealed[1:1 + NONCE_BYTES], sealed[1 + NONCE_BYTES:]
-    aad = associated_data("headers", project_id, record_id, name)
-    return AESGCM(data_key).decrypt(nonce, ciphertext, aad).decode("utf-8")
+    layout = sealed[0] if sealed else None
+    if layout == 2:
+        salt, rest = sealed[1:1 + SALT_BYTES], sealed[1 + SALT_BYTES:]
+        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=WRITE_KEY_INFO).derive(data_key)
+    elif layout == 1:
+        key, rest = data_key, sealed[1:]
+    else:
+        raise ValueError(f"header {name!r}: not a sealed value of layout version 1 or 2")
+    nonce, ciphertext = rest[:NONCE_BYTES], rest[NONCE_BYTES:]
+    aad = associated_data(layout, "headers", project_id, record_id, name)
+    return AESGCM(key).decrypt(nonce, ciphertext, aad).decode("utf-8")
 
 
 def open_headers(project_id, record_id, table=None, session=None):

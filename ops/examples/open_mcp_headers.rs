@@ -2,11 +2,13 @@
 //! (docs/secrets.md): one `GetItem`, one KMS `Decrypt` of the record's data
 //! key with the encryption context `{"field": "headers", "project_id":
 //! "<project>", "id": "<record id>"}`, and AES-256-GCM for each value, whose
-//! layout is
+//! layout (version 2; version 1, written before, under the data key itself
+//! with no salt) is
 //!
 //! ```text
-//! sealed value = 0x01 || nonce (12 bytes) || ciphertext || tag (16 bytes)
-//! associated   = 0x01 || "headers" 0x00 project_id 0x00 id 0x00 header name
+//! value key    = HKDF-SHA256(ikm = data key, salt, info = "agent-server sealed values v2")
+//! sealed value = 0x02 || salt (32 bytes) || nonce (12 bytes) || ciphertext || tag (16 bytes)
+//! associated   = 0x02 || "headers" 0x00 project_id 0x00 id 0x00 header name
 //! ```
 //!
 //! ```sh
@@ -26,32 +28,41 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_kms::error::DisplayErrorContext;
 use aws_sdk_kms::primitives::Blob;
 
-const LAYOUT_VERSION: u8 = 1;
 const NONCE_BYTES: usize = 12;
+const SALT_BYTES: usize = 32;
+const TAG_BYTES: usize = 16;
+const WRITE_KEY_INFO: &[u8] = b"agent-server sealed values v2";
 
-/// Opens one sealed value of header `name` of record `id` in `project`.
-fn open_value(
-    key: &LessSafeKey,
-    project: &str,
-    id: &str,
-    name: &str,
-    sealed: &[u8],
-) -> Result<String, String> {
-    let rest = match sealed.split_first() {
-        Some((&LAYOUT_VERSION, rest)) if rest.len() > NONCE_BYTES => rest,
-        _ => {
-            return Err(format!(
-                "header {name}: not a sealed value of layout version {LAYOUT_VERSION}"
-            ));
+/// Opens one sealed value of header `name` of record `id` in `project`
+/// with the record's data key.
+fn open_value(data_key: &[u8], project: &str, id: &str, name: &str, sealed: &[u8]) -> Result<String, String> {
+    let unreadable = || format!("header {name}: not a sealed value of layout version 1 or 2");
+    let (&layout, rest) = sealed.split_first().ok_or_else(unreadable)?;
+    let (value_key, rest) = match layout {
+        2 if rest.len() >= SALT_BYTES + NONCE_BYTES + TAG_BYTES => {
+            let (salt, rest) = rest.split_at(SALT_BYTES);
+            let mut derived = [0u8; 32];
+            Salt::new(HKDF_SHA256, salt)
+                .extract(data_key)
+                .expand(&[WRITE_KEY_INFO], HKDF_SHA256)
+                .and_then(|okm| okm.fill(&mut derived))
+                .map_err(|_| format!("header {name}: key derivation failed"))?;
+            (derived.to_vec(), rest)
         }
+        1 if rest.len() >= NONCE_BYTES + TAG_BYTES => (data_key.to_vec(), rest),
+        _ => return Err(unreadable()),
     };
+    let key = LessSafeKey::new(
+        UnboundKey::new(&AES_256_GCM, &value_key).map_err(|_| "the data key is not AES-256")?,
+    );
     let (nonce, ciphertext) = rest.split_at(NONCE_BYTES);
     let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| format!("header {name}: bad nonce"))?;
-    let mut associated = vec![LAYOUT_VERSION];
+    let mut associated = vec![layout];
     associated.extend_from_slice(format!("headers\0{project}\0{id}\0{name}").as_bytes());
     let mut in_out = ciphertext.to_vec();
     let opened = key
@@ -92,9 +103,7 @@ async fn open_headers(
                 .await
                 .map_err(|e| format!("KMS Decrypt: {}", DisplayErrorContext(&e)))?;
             let plaintext = output.plaintext.ok_or("KMS Decrypt returned no plaintext")?;
-            let key = UnboundKey::new(&AES_256_GCM, plaintext.as_ref())
-                .map_err(|_| "the data key is not AES-256")?;
-            Some(LessSafeKey::new(key))
+            Some(plaintext.into_inner())
         }
         _ => None,
     };

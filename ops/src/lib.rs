@@ -35,6 +35,9 @@ pub struct Report {
     pub scanned: usize,
     /// Items whose plain-text secrets were sealed (with `--dry-run`: would be).
     pub sealed: usize,
+    /// Items whose sealed values were in an earlier layout, re-sealed in
+    /// the current one (with `--dry-run`: would be).
+    pub resealed: usize,
     /// Items whose secrets were already sealed.
     pub already_sealed: usize,
     /// Items holding no secret.
@@ -52,10 +55,12 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "scanned {} items: {} sealed, {} already sealed, {} without secrets, \
-             {} changed while sealing (run again), {} of another type (left as is), {} failed",
+            "scanned {} items: {} sealed, {} re-sealed in the current layout, {} already sealed, \
+             {} without secrets, {} changed while sealing (run again), {} of another type (left as is), \
+             {} failed",
             self.scanned,
             self.sealed,
+            self.resealed,
             self.already_sealed,
             self.without_secret,
             self.changed,
@@ -126,6 +131,8 @@ pub async fn seal_table(
 enum Found {
     /// Something to seal.
     Plain,
+    /// Sealed, some of it in an earlier layout: to re-seal.
+    Earlier,
     /// Everything present is sealed.
     Sealed,
     /// No secret.
@@ -152,7 +159,11 @@ fn found(table: Table, item: &Item) -> Found {
                             .values()
                             .all(|value| matches!(value, AttributeValue::B(_))) =>
                     {
-                        Found::Sealed
+                        if seal::has_earlier_layout(members) {
+                            Found::Earlier
+                        } else {
+                            Found::Sealed
+                        }
                     }
                     (false, false) if members.is_empty() => continue,
                     _ => Found::Unexpected,
@@ -163,6 +174,7 @@ fn found(table: Table, item: &Item) -> Found {
         outcome = match (outcome, this) {
             (Found::Unexpected, _) | (_, Found::Unexpected) => Found::Unexpected,
             (Found::Plain, _) | (_, Found::Plain) => Found::Plain,
+            (Found::Earlier, _) | (_, Found::Earlier) => Found::Earlier,
             _ => Found::Sealed,
         };
     }
@@ -188,18 +200,30 @@ pub async fn seal_item(
         Some(project) => format!("{project}/{}", key.id),
         None => key.id.clone(),
     };
-    match found(table, &item) {
-        Found::Plain => {}
+    let earlier = match found(table, &item) {
+        Found::Plain => false,
+        Found::Earlier => true,
         Found::Sealed => return report.already_sealed += 1,
         Found::Nothing => return report.without_secret += 1,
         Found::Unexpected => return report.unexpected += 1,
-    }
+    };
+    let count = |report: &mut Report| {
+        if earlier {
+            report.resealed += 1;
+        } else {
+            report.sealed += 1;
+        }
+    };
     if dry_run {
-        report.sealed += 1;
-        return;
+        return count(report);
     }
     let mut sealed = item.clone();
-    let fields = match seal::seal_stored(sealer, table, table.fields(), &mut sealed).await {
+    let outcome = if earlier {
+        seal::reseal_stored(sealer, table, table.fields(), &mut sealed).await
+    } else {
+        seal::seal_stored(sealer, table, table.fields(), &mut sealed).await
+    };
+    let fields = match outcome {
         Ok(fields) if !fields.is_empty() => fields,
         Ok(_) => return report.failed.push((label, "nothing sealed".into())),
         Err(error) => return report.failed.push((label, error.to_string())),
@@ -223,13 +247,22 @@ pub async fn seal_item(
         // Only while the item still holds the plain text that was sealed:
         // a concurrent write wins, and the next run looks again.
         conditions.push(format!("#f{index} = :plain{index}"));
-        if let Some(Sealing::Values { key: attribute }) = field.sealing()
-            && let Some(data_key) = sealed.get(attribute)
-        {
-            names.insert(format!("#k{index}"), attribute.to_owned());
-            values.insert(format!(":key{index}"), data_key.clone());
-            assignments.push(format!("#k{index} = :key{index}"));
-            conditions.push(format!("attribute_not_exists(#k{index})"));
+        if let Some(Sealing::Values { key: attribute }) = field.sealing() {
+            match (item.get(attribute), sealed.get(attribute)) {
+                // Re-sealed under the key the item holds: only while it does.
+                (Some(stored), _) => {
+                    names.insert(format!("#k{index}"), attribute.to_owned());
+                    values.insert(format!(":key{index}"), stored.clone());
+                    conditions.push(format!("#k{index} = :key{index}"));
+                }
+                (None, Some(data_key)) => {
+                    names.insert(format!("#k{index}"), attribute.to_owned());
+                    values.insert(format!(":key{index}"), data_key.clone());
+                    assignments.push(format!("#k{index} = :key{index}"));
+                    conditions.push(format!("attribute_not_exists(#k{index})"));
+                }
+                (None, None) => {}
+            }
         }
     }
     let written = client
@@ -243,7 +276,7 @@ pub async fn seal_item(
         .send()
         .await;
     match written {
-        Ok(_) => report.sealed += 1,
+        Ok(_) => count(report),
         Err(error)
             if error
                 .as_service_error()

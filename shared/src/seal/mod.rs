@@ -403,3 +403,51 @@ pub async fn seal_stored(
     }
     Ok(names)
 }
+
+/// Whether `members` hold a value sealed in an earlier layout than the
+/// current one ([`values::VERSION`]).
+pub fn has_earlier_layout(members: &HashMap<String, AttributeValue>) -> bool {
+    members.values().any(|value| {
+        matches!(value, AttributeValue::B(sealed) if sealed.as_ref().first() == Some(&values::FIRST_VERSION))
+    })
+}
+
+/// Re-seals, in place, every map of `item` (a stored record of `table`)
+/// holding values sealed in an earlier layout, under a new key of its own
+/// derived from the record's data key, which stays as it is: one KMS
+/// `Decrypt`. Returns the names of the fields it re-sealed. What
+/// `seal-secrets` does to values a write has not touched since.
+pub async fn reseal_stored(
+    sealer: &Sealer,
+    table: crate::records::Table,
+    fields: &[Field],
+    item: &mut Item,
+) -> Result<Vec<&'static str>, SealError> {
+    let Some(key) = Key::of_item(table, item) else {
+        return Ok(Vec::new());
+    };
+    let mut names = Vec::new();
+    for field in fields {
+        let Some(Sealing::Values { key: attribute }) = field.sealing() else {
+            continue;
+        };
+        if !matches!(item.get(field.name), Some(AttributeValue::M(members)) if has_earlier_layout(members)) {
+            continue;
+        }
+        let Some(data_key) =
+            open_stored_key(Some(sealer), field.name, attribute, &key, item, TIME_BUDGET).await?
+        else {
+            continue;
+        };
+        let mut opened = item.clone();
+        open_item(fields, &key, &mut opened, Some(&data_key))
+            .map_err(|error| SealError::Refused(error.to_string()))?;
+        let Some(AttributeValue::M(mut members)) = opened.remove(field.name) else {
+            continue;
+        };
+        seal_members(&data_key, field.name, &key, &mut members)?;
+        item.insert(field.name.to_owned(), AttributeValue::M(members));
+        names.push(field.name);
+    }
+    Ok(names)
+}

@@ -556,7 +556,7 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
                 .unwrap_or_default()
         }
     };
-    let ids: Vec<String> = (0..5).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let ids: Vec<String> = (0..6).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     put(
         &ids[0],
         Some(plain(&[("Authorization", SENTINEL), ("X-Two", "two")])),
@@ -586,13 +586,37 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     .await;
     put(&ids[3], None, None).await;
     put(&ids[4], Some(AttributeValue::S("not a map".into())), None).await;
+    // Sealed in the first layout, under the data key itself.
+    let first_layout = key_of(&ids[5]);
+    let old_key = sealer
+        .new_data_key(
+            &seal::context("headers", &first_layout),
+            agent_server_shared::budget::TIME_BUDGET,
+        )
+        .await
+        .unwrap();
+    let old_members: std::collections::HashMap<String, AttributeValue> = [("A", "one"), ("B", SENTINEL)]
+        .into_iter()
+        .map(|(name, value)| {
+            let sealed =
+                seal::values::seal_first_layout(&old_key, "headers", &first_layout, name, value).unwrap();
+            (name.to_string(), AttributeValue::B(sealed.into()))
+        })
+        .collect();
+    put(
+        &ids[5],
+        Some(AttributeValue::M(old_members.clone())),
+        Some(old_key.sealed().to_vec()),
+    )
+    .await;
     let mut before = Vec::new();
     for id in &ids {
         before.push(read(id).await);
     }
     let expected = Report {
-        scanned: 5,
+        scanned: 6,
         sealed: 2,
+        resealed: 1,
         already_sealed: 1,
         without_secret: 1,
         unexpected: 1,
@@ -651,10 +675,22 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     for index in 2..5 {
         assert_eq!(read(&ids[index]).await, before[index], "{index}");
     }
+    // The first layout's values, re-sealed in the current one under the
+    // key the record holds, open to what they were.
+    let resealed = read(&ids[5]).await;
+    let (sealed_key, values) = sealed_headers(&resealed);
+    assert_eq!(sealed_key, old_key.sealed());
+    assert_eq!(values.len(), 2);
+    for (name, sealed) in &values {
+        assert_eq!(sealed[0], seal::values::VERSION, "{name}");
+        let opened = old_key.open("headers", &first_layout, name, sealed);
+        assert_eq!(opened.as_deref(), Ok(if name == "A" { "one" } else { SENTINEL }));
+    }
+    assert_eq!(resealed.get("version"), before[5].get("version"));
     let again = seal_table(&dynamo, Table::McpServers, &table, &sealer, false)
         .await
         .unwrap();
-    assert_eq!((again.sealed, again.already_sealed), (0, 3));
+    assert_eq!((again.sealed, again.resealed, again.already_sealed), (0, 0, 4));
 
     // Between the scan and the write, the API replaced the headers: the
     // stale plain text is not written over them.

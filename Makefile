@@ -48,8 +48,10 @@ GUARD_VERSION := 3.2.1
 GUARD := .tools/bin/cfn-guard
 GUARD_STAMP := .tools/.cfn-guard-$(GUARD_VERSION)
 FUNCTIONS := update-api-key update-mcp-server update-model
-# The SAM CLI must not try to send telemetry (or anything else) anywhere.
+# The SAM CLI must not try to send telemetry (or anything else) anywhere,
+# nor may an npm package's install script (Scarf, under swagger-ui).
 export SAM_CLI_TELEMETRY := 0
+export SCARF_ANALYTICS := false
 
 FN ?=
 EVENT ?=

@@ -3,7 +3,9 @@
 //! `GET /openapi.yaml`, that document with its server set to the local API
 //! itself, so the page's "Try it out" sends requests back to the address the
 //! page came from (same origin: no CORS involved). The deployed API has
-//! neither; API Gateway routes only the three `PUT`s.
+//! neither; API Gateway routes only the API's `PUT` and `PATCH` routes.
+//! Every answer on these paths, a 404 or 405 included, carries the page's
+//! security headers.
 //!
 //! Swagger UI's files come from the npm package `swagger-ui-dist`, pinned by
 //! `tools/docs/package-lock.json` and installed by `make run` (`make
@@ -171,14 +173,36 @@ impl Docs {
     /// `None` for every other path (the API's own routing answers those).
     /// A 405 names `request_id`, as the API's own do.
     pub fn answer(&self, method: &Method, path: &str, request_id: &str) -> Option<Response> {
-        let file = self.file(path)?;
-        if method != Method::GET && method != Method::HEAD {
-            let mut response =
-                envelope::error_envelope(405, "method_not_allowed", "Method not allowed", None, request_id);
-            envelope::set_header(&mut response, header::ALLOW, ALLOWED_METHODS);
-            return Some(response);
+        let is_reference = path == OPENAPI_PATH
+            || path
+                .strip_prefix(DOCS_PATH)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if !is_reference {
+            return None;
         }
-        Some(file)
+        let mut response = match self.file(path) {
+            None => envelope::error_envelope(
+                404,
+                "not_found",
+                "No such file of the API reference",
+                None,
+                request_id,
+            ),
+            Some(_) if method != Method::GET && method != Method::HEAD => {
+                let mut response = envelope::error_envelope(
+                    405,
+                    "method_not_allowed",
+                    "Method not allowed",
+                    None,
+                    request_id,
+                );
+                envelope::set_header(&mut response, header::ALLOW, ALLOWED_METHODS);
+                response
+            }
+            Some(file) => return Some(file),
+        };
+        secure(&mut response);
+        Some(response)
     }
 
     /// The file at `path`, if the path is the reference's.
@@ -218,16 +242,21 @@ impl Docs {
 fn page(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::Binary(body));
     *response.status_mut() = status;
+    envelope::set_header(&mut response, header::CONTENT_TYPE, content_type);
+    secure(&mut response);
+    response
+}
+
+/// The reference's security headers, on every answer it gives.
+fn secure(response: &mut Response) {
     for (name, value) in [
-        (header::CONTENT_TYPE, content_type),
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::CACHE_CONTROL, "no-cache"),
         (header::REFERRER_POLICY, "no-referrer"),
     ] {
-        envelope::set_header(&mut response, name, value);
+        envelope::set_header(response, name, value);
     }
-    response
 }
 
 /// `yaml` with its top-level `servers` replaced by [`LOCAL_SERVERS`] (or
@@ -315,12 +344,27 @@ mod tests {
             "/",
             "/doc",
             "/docsx",
-            "/docs/x",
-            "/docs/swagger-ui.css",
             "/api/agent-server/models/a",
             "/openapi.json",
         ] {
             assert!(docs.answer(&Method::GET, path, "r").is_none(), "{path}");
+        }
+        // Under the reference's own paths, a missing file is its 404.
+        for path in ["/docs/x", "/docs/swagger-ui.css", "/docs/a/b"] {
+            for method in [Method::GET, Method::PUT] {
+                let missing = docs.answer(&method, path, "r");
+                assert_eq!(
+                    missing.as_ref().map(Response::status),
+                    Some(StatusCode::NOT_FOUND),
+                    "{path}"
+                );
+                let headers = missing.map(|answer| answer.headers().clone()).unwrap_or_default();
+                assert_eq!(
+                    headers["content-security-policy"], CONTENT_SECURITY_POLICY,
+                    "{path}"
+                );
+                assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+            }
         }
         let Some(spec) = docs.answer(&Method::GET, OPENAPI_PATH, "r") else {
             panic!("no /openapi.yaml");
@@ -334,6 +378,11 @@ mod tests {
             };
             assert_eq!(refused.status(), 405, "{method}");
             assert_eq!(refused.headers()["allow"], ALLOWED_METHODS);
+            assert_eq!(
+                refused.headers()["content-security-policy"],
+                CONTENT_SECURITY_POLICY
+            );
+            assert_eq!(refused.headers()["x-content-type-options"], "nosniff");
             let envelope: serde_json::Value =
                 serde_json::from_slice(refused.body().as_ref()).unwrap_or_default();
             assert_eq!(envelope["errorDetails"]["code"], "method_not_allowed");
@@ -403,7 +452,8 @@ mod tests {
             "/docs/index.html",
             "/docs/swagger-ui-bundle.js.map",
         ] {
-            assert!(docs.answer(&Method::GET, path, "r").is_none(), "{path}");
+            let answer = docs.answer(&Method::GET, path, "r");
+            assert_eq!(answer.map(|a| a.status()), Some(StatusCode::NOT_FOUND), "{path}");
         }
     }
 }

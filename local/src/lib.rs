@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use agent_server_shared::envelope;
 use agent_server_shared::handler::{AccessEntry, access_log};
-use agent_server_shared::{ApiError, App, Response, Store};
+use agent_server_shared::{App, Response, Store};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http;
 use functions::Functions;
@@ -47,7 +47,8 @@ pub type HttpRequest = http::Request<Body>;
 pub const PREFIX: &str = "/api/agent-server/";
 
 /// The largest request body read at all: Lambda's own payload limit. The
-/// handlers apply the API's 64 KiB limit themselves, as they do on AWS.
+/// handlers apply the API's 64 KiB limit themselves, as they do on AWS; a
+/// longer body reaches them cut short, still over that limit.
 pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 
 /// The most header lines one request may carry (hyper's default is 100).
@@ -71,18 +72,80 @@ pub struct LocalApi<S> {
     pub docs: docs::Docs,
 }
 
-/// Routes one request to its handler, as API Gateway would: the route
-/// first (404, 405), then the authorizer (401), then the function. The
-/// reference's own paths ([`docs`]) are answered first, without a token:
-/// they are no route of the API.
+/// Routes one request, its body already read, to its handler, as API
+/// Gateway would ([`respond`] reads the body only once the function would
+/// take it).
 pub async fn route<S: Store>(local: &LocalApi<S>, request: HttpRequest) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let span = agent_server_shared::logging::request_span(&request_id);
-    route_in_span(local, request, request_id).instrument(span).await
+    let (parts, body) = request.into_parts();
+    route_pending(
+        local,
+        HttpRequest::from_parts(parts, Body::Empty),
+        Pending::Read(body),
+    )
+    .await
 }
 
-/// [`route`], inside the request's span: every line it logs carries the id.
-async fn route_in_span<S: Store>(local: &LocalApi<S>, request: HttpRequest, request_id: String) -> Response {
+/// A request's body: read, or still on the connection.
+enum Pending {
+    Read(Body),
+    Incoming(Incoming),
+}
+
+impl Pending {
+    /// The body, at most [`MAX_REQUEST_BYTES`] of it read. A longer one is
+    /// cut to one byte past the API's limit: what the function answers 413
+    /// for, in its own order (after the record's key and the caller's grant).
+    async fn read(self) -> Body {
+        let incoming = match self {
+            Self::Read(body) => return body,
+            Self::Incoming(incoming) => incoming,
+        };
+        let mut bytes = Vec::new();
+        let mut frames = Limited::new(incoming, MAX_REQUEST_BYTES);
+        loop {
+            match frames.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(_)) => {
+                    bytes.resize(agent_server_shared::request::MAX_BODY_BYTES + 1, b' ');
+                    break;
+                }
+                None => break,
+            }
+        }
+        if bytes.is_empty() {
+            Body::Empty
+        } else {
+            Body::Binary(bytes)
+        }
+    }
+}
+
+/// Routes one request as API Gateway would: the reference's own paths
+/// ([`docs`]) first, without a token (they are no route of the API); then
+/// the route (404, 405), the authorizer (401), and the function. The body is
+/// read only if the function will take it: a request its function refuses
+/// for its record key or the caller's grant (400, 403) is answered without
+/// it, so those come before 413 and before `100 Continue`.
+async fn route_pending<S: Store>(local: &LocalApi<S>, request: HttpRequest, body: Pending) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let span = agent_server_shared::logging::request_span(&request_id);
+    route_in_span(local, request, body, request_id)
+        .instrument(span)
+        .await
+}
+
+/// [`route_pending`], inside the request's span: every line it logs carries
+/// the id.
+async fn route_in_span<S: Store>(
+    local: &LocalApi<S>,
+    mut request: HttpRequest,
+    body: Pending,
+    request_id: String,
+) -> Response {
     let started = Instant::now();
     let path = request.uri().path().to_string();
     if let Some(response) = local.docs.answer(request.method(), &path, &request_id) {
@@ -108,16 +171,20 @@ async fn route_in_span<S: Store>(local: &LocalApi<S>, request: HttpRequest, requ
         .decode_utf8_lossy()
         .into_owned();
     let route_key = format!("{method} {}", route.template());
-    let event = event::of_request(
-        &request,
-        event::Gateway {
-            route_key: &route_key,
-            id: &id,
-            authorizer: &authorizer,
-            request_id: &request_id,
-            time: chrono::Utc::now(),
-        },
-    );
+    let gateway = event::Gateway {
+        route_key: &route_key,
+        id: &id,
+        authorizer: &authorizer,
+        request_id: &request_id,
+        time: chrono::Utc::now(),
+    };
+    let bodiless = event::of_request(&request, gateway);
+    let event = if route.refuses_before_body(&local.app.settings, &bodiless) {
+        bodiless
+    } else {
+        *request.body_mut() = body.read().await;
+        event::of_request(&request, gateway)
+    };
     let answer = match &local.functions {
         // The functions' own entry, event reading and guard included, so
         // a panic is a 500 envelope here exactly as on Lambda.
@@ -153,8 +220,6 @@ pub enum Unrouted {
     NoRoute,
     /// The path exists, not for this method: 405 `method_not_allowed`.
     Method,
-    /// The body is larger than Lambda takes: the API's own 413.
-    TooLarge,
 }
 
 /// The methods each route accepts: `PUT` (a partial update) and `PATCH` (a
@@ -181,7 +246,6 @@ impl Unrouted {
                 envelope::set_header(&mut response, http::header::ALLOW, ALLOWED_METHODS);
                 response
             }
-            Self::TooLarge => envelope::failure(&ApiError::PayloadTooLarge, request_id),
         }
     }
 }
@@ -205,8 +269,8 @@ fn log(request: &HttpRequest, response: &Response, started: Instant, request_id:
     });
 }
 
-/// Reads a hyper request into an [`HttpRequest`], routes it, and turns
-/// the response back.
+/// Routes a hyper request (its body read only if its function will take
+/// it) and turns the response back.
 pub async fn respond<S: Store>(
     local: &LocalApi<S>,
     request: hyper::Request<Incoming>,
@@ -224,22 +288,8 @@ pub async fn respond<S: Store>(
         *bare.status_mut() = http::StatusCode::BAD_REQUEST;
         return bare;
     }
-    let response = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-        Ok(collected) => {
-            let bytes = collected.to_bytes();
-            let body = if bytes.is_empty() {
-                Body::Empty
-            } else {
-                Body::Binary(bytes.to_vec())
-            };
-            route(local, HttpRequest::from_parts(parts, body)).await
-        }
-        Err(_) => {
-            let request = HttpRequest::from_parts(parts, Body::Empty);
-            let request_id = uuid::Uuid::new_v4().to_string();
-            unrouted(&request, Unrouted::TooLarge, Instant::now(), &request_id)
-        }
-    };
+    let head = HttpRequest::from_parts(parts, Body::Empty);
+    let response = route_pending(local, head, Pending::Incoming(body)).await;
     let (parts, body) = response.into_parts();
     let bytes = match body {
         Body::Empty => Bytes::new(),
@@ -315,7 +365,6 @@ mod tests {
         let body: serde_json::Value = serde_json::from_slice(method.body().as_ref()).unwrap_or_default();
         assert_eq!(body["errorDetails"]["code"], "method_not_allowed");
         assert_eq!(body["status"], 405);
-        assert_eq!(Unrouted::TooLarge.response("r").status(), 413);
     }
 
     #[test]

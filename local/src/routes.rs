@@ -89,6 +89,18 @@ impl Route {
         with_record!(self, R => lambda::respond::<R, S>(app, event, context).await)
     }
 
+    /// Whether the route's function refuses the payload 2.0 `event` before
+    /// it reads a body (for the record's key or the caller's grant, or an
+    /// event it cannot read): the local API then sends it no body.
+    pub fn refuses_before_body(self, settings: &agent_server_shared::Settings, event: &Value) -> bool {
+        match Request::from_event(event.clone(), Context::default()) {
+            Ok(request) => {
+                with_record!(self, R => agent_server_shared::handler::refused_before_body::<R>(settings, &request))
+            }
+            Err(_) => true,
+        }
+    }
+
     /// The update of a request already read
     /// ([`agent_server_shared::update_record`]).
     pub async fn update<S: Store>(self, app: &App<S>, request: Request) -> Response {

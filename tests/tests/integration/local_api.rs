@@ -118,11 +118,16 @@ async fn unknown_paths_and_methods_get_envelopes() {
 #[tokio::test]
 async fn the_reference_paths_answer_only_reads() {
     let server = start().await;
-    // Beside the reference's own paths, the API's 404 stands.
+    // Beside the reference's own paths, the API's 404 stands; under them,
+    // the reference's, with its security headers, as on every answer there.
     for path in ["/docs/nothing", "/docs.html", "/openapi.json"] {
         let reply = send("GET", &format!("{}{path}", server.base), None, "").await;
         assert_eq!(reply.status, 404, "{path}");
         assert_eq!(reply.body["errorDetails"]["code"], "not_found", "{path}");
+        if path.starts_with("/docs/") {
+            assert_eq!(reply.headers["x-content-type-options"], "nosniff", "{path}");
+            assert!(reply.headers.contains_key("content-security-policy"), "{path}");
+        }
     }
     for path in ["/docs", "/openapi.yaml"] {
         for method in ["PUT", "POST", "DELETE", "PATCH"] {
@@ -135,6 +140,14 @@ async fn the_reference_paths_answer_only_reads() {
             .await;
             assert_eq!(reply.status, 405, "{method} {path}");
             assert_eq!(reply.headers["allow"], "GET, HEAD", "{method} {path}");
+            assert_eq!(
+                reply.headers["x-content-type-options"], "nosniff",
+                "{method} {path}"
+            );
+            assert!(
+                reply.headers.contains_key("content-security-policy"),
+                "{method} {path}"
+            );
             assert_eq!(reply.body["errorDetails"]["code"], "method_not_allowed");
             assert_eq!(reply.body["status"], 405);
         }

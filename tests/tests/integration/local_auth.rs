@@ -354,3 +354,72 @@ async fn es256_tokens_verify_against_a_jwks() {
         "HS256 against a JWKS",
     );
 }
+
+/// API Gateway's order, whatever the body's size: 401 (no token) and 404
+/// (no route) first, then the function's 400 (record key) and 403 (grant),
+/// and only then its 413; and `Expect: 100-continue` is answered only once
+/// the caller may send a body.
+#[tokio::test]
+async fn oversized_bodies_are_answered_after_authentication_and_authorization() {
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap()).await;
+    let (own, other, id) = seed().await;
+    let token = hs256(&claims(&own), SECRET);
+    let bearer = format!("Bearer {token}");
+    let huge = vec![b' '; 7 * 1024 * 1024];
+    let over = vec![b' '; 64 * 1024 + 1];
+    let send = |path: String, authorized: bool, body: Vec<u8>| {
+        let bearer = bearer.clone();
+        let base = base.clone();
+        async move {
+            let mut headers = vec![("content-type", "application/json")];
+            if authorized {
+                headers.push(("authorization", bearer.as_str()));
+            }
+            http("PUT", &format!("{base}{path}"), &headers, body).await
+        }
+    };
+    let model = |project: &str, id: &str| format!("/api/agent-server/models/{id}?project_id={project}");
+    for body in [huge.clone(), over.clone()] {
+        let size = body.len();
+        let unauthorized = send(model(&own, &id), false, body.clone()).await;
+        assert_eq!(unauthorized.status, 401, "{size}");
+        let unrouted = send(format!("/api/agent-server/nothing/{id}"), true, body.clone()).await;
+        assert_eq!(unrouted.status, 404, "{size}");
+        let forbidden = send(model(&other, &id), true, body.clone()).await;
+        assert_eq!(
+            (forbidden.status, forbidden.body["errorDetails"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "{size}"
+        );
+        let bad_key = send(model(&own, "not-a-uuid"), true, body.clone()).await;
+        assert_eq!(bad_key.status, 400, "{size}");
+        let too_large = send(model(&own, &id), true, body).await;
+        assert_eq!(
+            (too_large.status, too_large.body["errorDetails"]["code"].as_str()),
+            (413, Some("payload_too_large")),
+            "{size}"
+        );
+    }
+    assert_eq!(stored_name(&own, &id).await.as_deref(), Some("Original"));
+
+    // Expect: 100-continue: the 403 comes without asking for the body; a
+    // granted caller is asked for it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://").to_string();
+    for (project, expected) in [(&other, "HTTP/1.1 403"), (&own, "HTTP/1.1 100 Continue")] {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "PUT {} HTTP/1.1\r\nHost: {address}\r\nAuthorization: {bearer}\r\nContent-Type: application/json\r\n\
+             Content-Length: 100000\r\nExpect: 100-continue\r\n\r\n",
+            model(project, &id)
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 64];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut answer))
+            .await
+            .expect("no answer before the body")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]).to_string();
+        assert!(answer.starts_with(expected), "{project}: {answer}");
+    }
+}

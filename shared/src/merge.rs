@@ -20,7 +20,7 @@ use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item::{self, Item};
 use crate::patch::{self, Patch};
 use crate::records::Resource;
-use crate::rules::headers::{reading, same_header};
+use crate::rules::headers::{MAX_HEADERS, reading, same_header};
 use crate::rules::{Policy, Rule};
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -111,6 +111,14 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
             // refused it, too), but two members naming one header are
             // ambiguous whatever their values.
             Value::Object(members) if rule == Rule::Headers => {
+                if members.len() > MAX_HEADERS {
+                    errors.push(FieldError::new(
+                        field,
+                        "too_many_entries",
+                        format!("a headers patch names at most {MAX_HEADERS} headers"),
+                    ));
+                    continue;
+                }
                 rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
                 if let Some(name) = repeated_name(members) {
                     errors.push(FieldError::new(
@@ -478,6 +486,9 @@ mod tests {
         // Two members naming one header are ambiguous, whatever their values.
         assert!(mcp(json!({"headers": {"X-A": null, "x_a": "v"}})).is_some());
         assert!(mcp(json!({"headers": {"Host": null, "host": null}})).is_some());
+        // At most 64 members, whatever their values.
+        let nulls: Map<String, Value> = (0..65).map(|i| (format!("H{i}"), Value::Null)).collect();
+        assert!(mcp(json!({"headers": nulls})).is_some());
         assert!(mcp(json!({"endpoint": null})).is_some());
     }
 

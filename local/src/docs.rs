@@ -189,15 +189,7 @@ impl Docs {
                 request_id,
             ),
             Some(_) if method != Method::GET && method != Method::HEAD => {
-                let mut response = envelope::error_envelope(
-                    405,
-                    "method_not_allowed",
-                    "Method not allowed",
-                    None,
-                    request_id,
-                );
-                envelope::set_header(&mut response, header::ALLOW, ALLOWED_METHODS);
-                response
+                envelope::method_not_allowed(ALLOWED_METHODS, request_id)
             }
             Some(file) => return Some(file),
         };

@@ -235,17 +235,7 @@ impl Unrouted {
             Self::NoRoute => {
                 envelope::error_envelope(404, "not_found", "No route for this path", None, request_id)
             }
-            Self::Method => {
-                let mut response = envelope::error_envelope(
-                    405,
-                    "method_not_allowed",
-                    "Method not allowed",
-                    None,
-                    request_id,
-                );
-                envelope::set_header(&mut response, http::header::ALLOW, ALLOWED_METHODS);
-                response
-            }
+            Self::Method => envelope::method_not_allowed(ALLOWED_METHODS, request_id),
         }
     }
 }

@@ -91,6 +91,13 @@ pub fn failure(error: &ApiError, request_id: &str) -> Response {
     response
 }
 
+/// The 405 envelope of a path that takes only `allow`, with its `Allow`.
+pub fn method_not_allowed(allow: &str, request_id: &str) -> Response {
+    let mut response = error_envelope(405, "method_not_allowed", "Method not allowed", None, request_id);
+    set_header(&mut response, header::ALLOW, allow);
+    response
+}
+
 /// An error envelope from its parts: what [`failure`] renders for an
 /// [`ApiError`], and what the local API renders for its own answers (an
 /// unknown path, another method), which no function gives.

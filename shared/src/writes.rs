@@ -205,28 +205,41 @@ pub async fn put<R: Resource, S: Store>(
         }
         refusals += 1;
         stored_as_written::<R>(&stored)?;
-        let stored_key = values_field::<R>().and_then(|(_, attribute)| match stored.get(attribute) {
-            Some(AttributeValue::B(sealed)) => Some(sealed.as_ref()),
-            _ => None,
-        });
-        match (stored_key, &data_key) {
-            (Some(stored_key), Some(held)) if stored_key == held.sealed() => {}
-            // Another write sealed the values under another key since.
-            (Some(_), Some(_)) => return Err(conflict::<R>()),
-            (Some(_), None) => {
-                let (field, attribute) = values_field::<R>().ok_or(ApiError::Internal)?;
-                data_key = Some(open_key::<R, S>(app, field, attribute, context, &stored, calls).await?);
-            }
-            (None, _) => {}
-        }
+        let keyed = hold_key::<R, S>(app, context, &stored, &mut data_key, calls).await?;
         opened::<R>(
             &context.key,
             (*stored.0).clone(),
-            stored_key.and(data_key.as_ref()),
+            data_key.as_ref().filter(|_| keyed),
         )?;
         update.unchanged = values_as_read::<R>(&stored);
         update.budget = context.budget.remaining();
     }
+}
+
+/// Holds in `held` the data key of `stored`'s sealed values: the one held
+/// already, or opened by KMS (the request's one KMS call) if none is held
+/// yet. Whether `stored` holds a key at all; a 409 if it holds another
+/// than the one held (another write sealed its values since: opening that
+/// one would be a second KMS call).
+async fn hold_key<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    stored: &Item,
+    held: &mut Option<DataKey>,
+    calls: &mut Calls,
+) -> Result<bool, ApiError> {
+    let Some((field, attribute)) = values_field::<R>() else {
+        return Ok(false);
+    };
+    let Some(AttributeValue::B(stored_key)) = stored.get(attribute) else {
+        return Ok(false);
+    };
+    match held {
+        Some(key) if key.sealed() == stored_key.as_ref() => {}
+        Some(_) => return Err(conflict::<R>()),
+        None => *held = Some(open_key::<R, S>(app, field, attribute, context, stored, calls).await?),
+    }
+    Ok(true)
 }
 
 /// `stored` with its sealed values opened (its data key opened by KMS, the
@@ -359,23 +372,10 @@ pub async fn merge<R: Resource, S: Store>(
     loop {
         let stored = read_judged::<R, S>(app, context, calls).await?;
         let record = match values_field::<R>() {
-            Some((field, attribute)) => {
+            Some(_) => {
                 stored_as_written::<R>(&stored)?;
-                let stored_key = match stored.get(attribute) {
-                    Some(AttributeValue::B(sealed)) => Some(sealed.as_ref()),
-                    _ => None,
-                };
-                match (stored_key, &data_key) {
-                    (Some(stored_key), Some(held)) if stored_key == held.sealed() => {}
-                    // Another write sealed the values under another key since.
-                    (Some(_), Some(_)) => return Err(conflict::<R>()),
-                    (Some(_), None) => {
-                        data_key =
-                            Some(open_key::<R, S>(app, field, attribute, context, &stored, calls).await?);
-                    }
-                    (None, _) => {}
-                }
-                opened::<R>(&context.key, stored.clone(), stored_key.and(data_key.as_ref()))?
+                let keyed = hold_key::<R, S>(app, context, &stored, &mut data_key, calls).await?;
+                opened::<R>(&context.key, stored.clone(), data_key.as_ref().filter(|_| keyed))?
             }
             None => stored.clone(),
         };

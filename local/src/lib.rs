@@ -109,10 +109,13 @@ impl Pending {
                         bytes.extend_from_slice(&data);
                     }
                 }
-                Some(Err(_)) => {
+                Some(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
                     bytes.resize(agent_server_shared::request::MAX_BODY_BYTES + 1, b' ');
                     break;
                 }
+                // The client broke off: what arrived is the body (the
+                // function answers it, most likely 400).
+                Some(Err(_)) => break,
                 None => break,
             }
         }

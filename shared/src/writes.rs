@@ -213,6 +213,9 @@ pub async fn put<R: Resource, S: Store>(
         )?;
         update.unchanged = values_as_read::<R>(&stored);
         update.budget = context.budget.remaining();
+        // The time of this try's write, not of the first: a retry may land
+        // after another write, whose updated_at must not move backwards.
+        update.now = timestamp();
     }
 }
 

@@ -125,6 +125,10 @@ impl Expression {
                         " AND (attribute_not_exists(#u{index}) OR (attribute_type(#u{index}, :type_M) AND size(#u{index}) = :zero))"
                     ));
                 }
+                // A NULL compares equal to nothing: its type says it.
+                Expected::Is(AttributeValue::Null(_)) => {
+                    unchanged.push_str(&format!(" AND attribute_type(#u{index}, :type_NULL)"));
+                }
                 Expected::Is(value) => {
                     values.insert(format!(":u{index}"), value);
                     unchanged.push_str(&format!(" AND #u{index} = :u{index}"));

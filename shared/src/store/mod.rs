@@ -184,9 +184,35 @@ impl Expected {
         match (self, stored) {
             (Self::Absent | Self::AbsentOrEmpty, None) => true,
             (Self::AbsentOrEmpty, Some(AttributeValue::M(map))) => map.is_empty(),
-            (Self::Is(expected), Some(value)) => expected == value,
+            (Self::Is(expected), Some(value)) => same_value(expected, value),
             _ => false,
         }
+    }
+}
+
+/// Whether two attribute values are equal as DynamoDB compares them: numbers
+/// by value (`1.5` is `1.50`), sets whatever their order, maps and lists
+/// member by member.
+fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
+    use crate::number::Decimal;
+    let same_numbers = |x: &str, y: &str| Decimal::parse(x).is_some_and(|x| Some(x) == Decimal::parse(y));
+    let same_set = |x: &[String], y: &[String], same: &dyn Fn(&str, &str) -> bool| {
+        x.len() == y.len() && x.iter().all(|x| y.iter().any(|y| same(x, y)))
+    };
+    match (a, b) {
+        (AttributeValue::N(x), AttributeValue::N(y)) => same_numbers(x, y),
+        (AttributeValue::Ns(x), AttributeValue::Ns(y)) => same_set(x, y, &same_numbers),
+        (AttributeValue::Ss(x), AttributeValue::Ss(y)) => same_set(x, y, &|x, y| x == y),
+        (AttributeValue::Bs(x), AttributeValue::Bs(y)) => {
+            x.len() == y.len() && x.iter().all(|x| y.contains(x))
+        }
+        (AttributeValue::M(x), AttributeValue::M(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        (AttributeValue::L(x), AttributeValue::L(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_value(v, w))
+        }
+        _ => a == b,
     }
 }
 

@@ -771,6 +771,39 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     };
     let written = backend.update(fraction).await.unwrap();
     assert_eq!(item::version_tag(&written), Ok("2.5".into()));
+    // Numbers compare by value, as DynamoDB compares them: 2.50 is 2.5.
+    let respelled = Update {
+        unchanged: vec![("version", Expected::Is(AttributeValue::N("2.50".into())))],
+        ..update(route, key.clone(), vec![name("f2")])
+    };
+    let written = backend.update(respelled).await.unwrap();
+    assert_eq!(item::version_tag(&written), Ok("3.5".into()));
+    // A NULL stored is expected as a NULL; sets whatever their order.
+    let (project, id) = (new_id(), new_id());
+    let mut item = route.item(&project, &id);
+    item.insert("headers".into(), AttributeValue::Null(true));
+    item.insert("tags".into(), AttributeValue::Ss(vec!["b".into(), "a".into()]));
+    backend.put(route.table(), item).await;
+    let nulled = self::key(route, &project, &id);
+    let expected = Update {
+        unchanged: vec![
+            ("headers", Expected::Is(AttributeValue::Null(true))),
+            (
+                "tags",
+                Expected::Is(AttributeValue::Ss(vec!["a".into(), "b".into()])),
+            ),
+        ],
+        ..update(route, nulled.clone(), vec![name("n")])
+    };
+    assert!(backend.update(expected).await.is_ok());
+    let absent = Update {
+        unchanged: vec![("headers", Expected::Absent)],
+        ..update(route, nulled, vec![name("m")])
+    };
+    assert!(matches!(
+        backend.update(absent).await,
+        Err(StoreError::Changed(_))
+    ));
     let stale = Update {
         unchanged: vec![("version", Expected::Is(AttributeValue::N("1.5".into())))],
         ..update(route, key, vec![name("g")])
@@ -778,7 +811,7 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     assert_eq!(
         backend.update(stale).await,
         Err(StoreError::VersionMismatch {
-            current: "2.5".into()
+            current: "3.5".into()
         })
     );
 }

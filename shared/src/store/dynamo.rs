@@ -10,11 +10,9 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{
-    Expected, NoneMatch, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by,
-};
+use super::{Clause, Expected, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
 use crate::budget::{self, Failure, TIME_BUDGET};
-use crate::item::{self, Item, Kind, MAX_VERSION};
+use crate::item::{self, Item, MAX_VERSION};
 use crate::store::{Key, Table, TableNames};
 /// Stores records in DynamoDB tables.
 #[derive(Debug, Clone)]
@@ -70,7 +68,8 @@ impl Expression {
     /// The expression for `update`, whose stored item must have the types
     /// of `kept` (see [`Update::kept`]). Takes the update's values by value:
     /// a body's attributes are never copied.
-    fn of(update: Update, kept: &[(&'static str, Kind)]) -> Self {
+    fn of(update: Update) -> Self {
+        let clauses = update.clauses();
         let mut names = HashMap::new();
         let mut values = HashMap::new();
         let mut assignments = Vec::with_capacity(update.set.len() + 5);
@@ -91,9 +90,6 @@ impl Expression {
         values.insert(":this_write".into(), AttributeValue::S(update.write_id));
         values.insert(":zero".into(), AttributeValue::N("0".into()));
         values.insert(":one".into(), AttributeValue::N("1".into()));
-        values.insert(":max_version".into(), AttributeValue::N(MAX_VERSION.to_string()));
-        values.insert(":type_N".into(), AttributeValue::S("N".into()));
-        values.insert(":type_NULL".into(), AttributeValue::S("NULL".into()));
         assignments.push("#updated_at = :now".into());
         assignments.push("#version = if_not_exists(#version, :zero) + :one".into());
         assignments.push("#write_id = :this_write".into());
@@ -112,90 +108,17 @@ impl Expression {
             }
             None => removals.push("#updated_by".into()),
         }
-        // What the write expects as it was read: equal (DynamoDB compares
-        // maps and binaries by value), or absent (or empty).
-        let mut unchanged = String::new();
-        for (index, (name, expected)) in update.unchanged.into_iter().enumerate() {
-            names.insert(format!("#u{index}"), name.to_string());
-            match expected {
-                Expected::Absent => unchanged.push_str(&format!(" AND attribute_not_exists(#u{index})")),
-                Expected::AbsentOrEmpty => {
-                    values.insert(":type_M".into(), AttributeValue::S("M".into()));
-                    unchanged.push_str(&format!(
-                        " AND (attribute_not_exists(#u{index}) OR (attribute_type(#u{index}, :type_M) AND size(#u{index}) = :zero))"
-                    ));
-                }
-                // A NULL compares equal to nothing: its type says it.
-                Expected::Is(AttributeValue::Null(_)) => {
-                    unchanged.push_str(&format!(" AND attribute_type(#u{index}, :type_NULL)"));
-                }
-                Expected::Is(value) => {
-                    values.insert(format!(":u{index}"), value);
-                    unchanged.push_str(&format!(" AND #u{index} = :u{index}"));
-                }
-            }
+        // The item must exist and not hold this update's own write (a
+        // retried attempt whose first try was applied fails here and is
+        // answered from the old item); then each clause of the condition.
+        let mut conditions = vec![
+            "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR NOT (#write_id = :this_write))"
+                .to_string(),
+        ];
+        for (index, clause) in clauses.iter().enumerate() {
+            conditions.push(render(index, clause, &mut names, &mut values));
         }
-
-        // The item must exist, not hold this update's own write (a retried
-        // attempt whose first try was applied fails here and is answered
-        // from the old item), and be one the service can return afterwards
-        // (item::updatable says the same in Rust): a version in range, and
-        // every attribute the response shows, unless this write replaces
-        // it, of its type.
-        let mut condition = String::from(
-            "attribute_exists(#id) AND (attribute_not_exists(#write_id) OR NOT (#write_id = :this_write)) \
-             AND (attribute_not_exists(#version) OR \
-             (attribute_type(#version, :type_N) AND #version BETWEEN :zero AND :max_version))",
-        );
-        for (index, (name, kind)) in kept.iter().enumerate() {
-            names.insert(format!("#r{index}"), (*name).to_string());
-            let type_value = format!(":type_{}", kind.type_name());
-            values.insert(type_value.clone(), AttributeValue::S(kind.type_name().into()));
-            condition.push_str(&format!(
-                " AND (attribute_not_exists(#r{index}) OR attribute_type(#r{index}, {type_value}) \
-                 OR attribute_type(#r{index}, :type_NULL))"
-            ));
-        }
-        if let Some(expected) = &update.expected_versions {
-            let mut accepted = Vec::with_capacity(2);
-            if expected.contains(&0) {
-                accepted.push("attribute_not_exists(#version)".to_string());
-            }
-            if !expected.is_empty() {
-                let placeholders: Vec<String> = (0..expected.len()).map(|i| format!(":v{i}")).collect();
-                for (placeholder, version) in placeholders.iter().zip(expected) {
-                    values.insert(placeholder.clone(), AttributeValue::N(version.to_string()));
-                }
-                accepted.push(format!("#version IN ({})", placeholders.join(", ")));
-            } else {
-                // No tag can match: compare with a string, which no numeric
-                // version equals, so the check fails and returns the old item.
-                values.insert(":never".into(), AttributeValue::S("never".into()));
-                accepted.push("#version = :never".into());
-            }
-            condition.push_str(&format!(" AND ({})", accepted.join(" OR ")));
-        }
-        match &update.none_match {
-            // The item must exist (above) and must not: no write.
-            Some(NoneMatch::Any) => condition.push_str(" AND attribute_not_exists(#id)"),
-            Some(NoneMatch::Versions(refused)) if !refused.is_empty() => {
-                let placeholders: Vec<String> = (0..refused.len()).map(|i| format!(":n{i}")).collect();
-                for (placeholder, version) in placeholders.iter().zip(refused) {
-                    values.insert(placeholder.clone(), AttributeValue::N(version.to_string()));
-                }
-                if refused.contains(&0) {
-                    condition.push_str(" AND attribute_exists(#version)");
-                }
-                condition.push_str(&format!(" AND NOT (#version IN ({}))", placeholders.join(", ")));
-            }
-            Some(NoneMatch::Versions(_)) | None => {}
-        }
-        if let Some(bound) = &update.unmodified_before {
-            values.insert(":unmodified_before".into(), AttributeValue::S(bound.clone()));
-            condition
-                .push_str(" AND (attribute_not_exists(#updated_at) OR #updated_at < :unmodified_before)");
-        }
-        condition.push_str(&unchanged);
+        let condition = conditions.join(" AND ");
         let removals = if removals.is_empty() {
             String::new()
         } else {
@@ -208,6 +131,112 @@ impl Expression {
             values,
         }
     }
+}
+
+/// `clause` (the `index`th of a condition) as DynamoDB's condition
+/// expression states it, its names and values added to `names` and `values`
+/// under placeholders of its own.
+fn render(
+    index: usize,
+    clause: &Clause,
+    names: &mut HashMap<String, String>,
+    values: &mut HashMap<String, AttributeValue>,
+) -> String {
+    let mut type_value = |kind: &str| {
+        let placeholder = format!(":type_{kind}");
+        values.insert(placeholder.clone(), AttributeValue::S(kind.into()));
+        placeholder
+    };
+    match clause {
+        Clause::Readable(kept) => {
+            let (n, null) = (type_value("N"), type_value("NULL"));
+            let mut parts = vec![format!(
+                "(attribute_not_exists(#version) OR (attribute_type(#version, {n}) AND #version BETWEEN :zero AND :max_version))"
+            )];
+            for (field, (name, kind)) in kept.iter().enumerate() {
+                let placeholder = format!("#r{field}");
+                names.insert(placeholder.clone(), (*name).to_string());
+                let kind = type_value(kind.type_name());
+                parts.push(format!(
+                    "(attribute_not_exists({placeholder}) OR attribute_type({placeholder}, {kind}) OR attribute_type({placeholder}, {null}))"
+                ));
+            }
+            values.insert(":max_version".into(), AttributeValue::N(MAX_VERSION.to_string()));
+            parts.join(" AND ")
+        }
+        Clause::VersionIn(accepted) => {
+            let mut either = Vec::with_capacity(2);
+            if accepted.contains(&0) {
+                either.push("attribute_not_exists(#version)".to_string());
+            }
+            if accepted.is_empty() {
+                // No tag can match: compared with a string, which no
+                // numeric version equals, the check fails and returns the
+                // old item.
+                values.insert(":never".into(), AttributeValue::S("never".into()));
+                either.push("#version = :never".into());
+            } else {
+                either.push(format!("#version IN ({})", listed(index, "v", accepted, values)));
+            }
+            format!("({})", either.join(" OR "))
+        }
+        // The item must exist (above) and must not: no write.
+        Clause::Absent => "attribute_not_exists(#id)".into(),
+        Clause::VersionNotIn(refused) => {
+            let listed = listed(index, "n", refused, values);
+            if refused.contains(&0) {
+                format!("attribute_exists(#version) AND NOT (#version IN ({listed}))")
+            } else {
+                format!("NOT (#version IN ({listed}))")
+            }
+        }
+        Clause::UnmodifiedBefore(bound) => {
+            values.insert(":unmodified_before".into(), AttributeValue::S(bound.clone()));
+            "(attribute_not_exists(#updated_at) OR #updated_at < :unmodified_before)".into()
+        }
+        Clause::Unchanged(name, expected) => {
+            let placeholder = format!("#u{index}");
+            names.insert(placeholder.clone(), (*name).to_string());
+            match expected {
+                Expected::Absent => format!("attribute_not_exists({placeholder})"),
+                Expected::AbsentOrEmpty => {
+                    let map = type_value("M");
+                    format!(
+                        "(attribute_not_exists({placeholder}) OR (attribute_type({placeholder}, {map}) AND size({placeholder}) = :zero))"
+                    )
+                }
+                // A NULL compares equal to nothing: its type says it.
+                Expected::Is(AttributeValue::Null(_)) => {
+                    let null = type_value("NULL");
+                    format!("attribute_type({placeholder}, {null})")
+                }
+                // DynamoDB compares maps, sets and binaries by value.
+                Expected::Is(value) => {
+                    values.insert(format!(":u{index}"), value.clone());
+                    format!("{placeholder} = :u{index}")
+                }
+            }
+        }
+    }
+}
+
+/// The placeholders of `versions` (`:{prefix}{index}_{n}`), added to `values`.
+fn listed(
+    index: usize,
+    prefix: &str,
+    versions: &[u64],
+    values: &mut HashMap<String, AttributeValue>,
+) -> String {
+    let placeholders: Vec<String> = versions
+        .iter()
+        .enumerate()
+        .map(|(n, version)| {
+            let placeholder = format!(":{prefix}{index}_{n}");
+            values.insert(placeholder.clone(), AttributeValue::N(version.to_string()));
+            placeholder
+        })
+        .collect();
+    placeholders.join(", ")
 }
 
 impl Store for DynamoStore {
@@ -247,7 +276,6 @@ impl Store for DynamoStore {
     }
 
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
-        let kept = update.kept();
         let table = self.tables.name(update.table);
         let key = update.key.attributes();
         // What explains a refused write: the update without its values.
@@ -256,7 +284,7 @@ impl Store for DynamoStore {
         if time.is_zero() {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
         }
-        let expression = Expression::of(update, &kept);
+        let expression = Expression::of(update);
         let request = self
             .client
             .update_item()

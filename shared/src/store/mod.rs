@@ -340,62 +340,112 @@ pub enum StoreError {
     Internal(String),
 }
 
-impl Update {
-    /// Whether this update may be applied to `stored`, the item as it is
-    /// now, and if not, why: the one statement of the write's condition in
-    /// Rust. The memory store decides by it; the DynamoDB store, whose
-    /// condition expression says the same, explains a refused write by it
-    /// from the old item DynamoDB returns. An attempt of this update that
-    /// was already applied is not judged here ([`written_by`]).
-    pub fn check(&self, stored: &Item) -> Result<(), StoreError> {
-        // Only the attributes this write keeps must be readable.
-        item::updatable(stored, &self.kept()).map_err(|error| StoreError::Unreadable(error.to_string()))?;
+/// One clause of a write's condition. [`Update::clauses`] states the
+/// condition once, as these: the memory store judges them
+/// ([`Clause::holds`]), the DynamoDB store renders them into its condition
+/// expression, and either explains a refused write by the first that fails
+/// ([`Update::check`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Clause {
+    /// Every attribute the write keeps and a response shows is absent, NULL
+    /// or of its kind, and `version` is absent or a number from 0 to
+    /// [`item::MAX_VERSION`]: the item is one the service can return.
+    Readable(Vec<(&'static str, Kind)>),
+    /// `version` (absent counts as 0) is one of these (`If-Match`; none
+    /// never holds, nor does a fractional version).
+    VersionIn(Vec<u64>),
+    /// The item does not exist (`If-None-Match: *`): beside the item's
+    /// existence, never holds.
+    Absent,
+    /// `version` (absent counts as 0) is none of these (`If-None-Match`).
+    VersionNotIn(Vec<u64>),
+    /// `updated_at` is absent or earlier than this timestamp
+    /// (`If-Unmodified-Since`).
+    UnmodifiedBefore(String),
+    /// The attribute is as read ([`Update::unchanged`]).
+    Unchanged(&'static str, Expected),
+}
+
+impl Clause {
+    /// Whether `stored`, an existing item, meets the clause.
+    pub fn holds(&self, stored: &Item) -> bool {
         let version = item::version(stored);
-        // A failed precondition answers with the stored version's tag.
-        let refused = || match item::version_tag(stored) {
-            Ok(current) => StoreError::VersionMismatch { current },
-            Err(error) => StoreError::Unreadable(error.to_string()),
-        };
+        match self {
+            Self::Readable(kept) => item::updatable(stored, kept).is_ok(),
+            Self::VersionIn(accepted) => version.is_ok_and(|current| accepted.contains(&current)),
+            Self::Absent => false,
+            Self::VersionNotIn(refused) => !version.is_ok_and(|current| refused.contains(&current)),
+            // An attribute of another type never compares as earlier.
+            Self::UnmodifiedBefore(bound) => match stored.get("updated_at") {
+                None => true,
+                Some(AttributeValue::S(at)) => at < bound,
+                Some(_) => false,
+            },
+            Self::Unchanged(name, expected) => expected.holds(stored.get(*name)),
+        }
+    }
+
+    /// Why a write is refused when `stored` fails the clause.
+    fn refusal(&self, stored: &Item) -> StoreError {
+        match self {
+            Self::Readable(kept) => match item::updatable(stored, kept) {
+                Err(error) => StoreError::Unreadable(error.to_string()),
+                Ok(()) => StoreError::Internal("a readable item was refused as unreadable".into()),
+            },
+            Self::Unchanged(name, _) if *name != VERSION => {
+                StoreError::Changed(StoredItem(Box::new(stored.clone())))
+            }
+            // A failed precondition answers with the stored version's tag.
+            _ => match item::version_tag(stored) {
+                Ok(current) => StoreError::VersionMismatch { current },
+                Err(error) => StoreError::Unreadable(error.to_string()),
+            },
+        }
+    }
+}
+
+impl Update {
+    /// The write's condition, besides the item's existence and the write
+    /// being no earlier attempt of this one ([`written_by`]): the clauses
+    /// in the order a refusal is explained by.
+    pub fn clauses(&self) -> Vec<Clause> {
+        let mut clauses = vec![Clause::Readable(self.kept())];
         if let Some(expected) = &self.expected_versions {
-            // IN (…) never matches a fractional version.
-            if !version.as_ref().is_ok_and(|current| expected.contains(current)) {
-                return Err(refused());
+            clauses.push(Clause::VersionIn(expected.clone()));
+        }
+        match &self.none_match {
+            Some(NoneMatch::Any) => clauses.push(Clause::Absent),
+            Some(NoneMatch::Versions(refused)) if !refused.is_empty() => {
+                clauses.push(Clause::VersionNotIn(refused.clone()));
             }
+            Some(NoneMatch::Versions(_)) | None => {}
         }
-        let named = match &self.none_match {
-            Some(NoneMatch::Any) => true,
-            // NOT (… IN …) holds for a fractional version.
-            Some(NoneMatch::Versions(refused)) => {
-                version.as_ref().is_ok_and(|current| refused.contains(current))
-            }
-            None => false,
-        };
-        // `attribute_not_exists(…) OR updated_at < bound`: an attribute of
-        // another type never compares as earlier.
-        let modified = self
-            .unmodified_before
-            .as_ref()
-            .is_some_and(|bound| match stored.get("updated_at") {
-                None => false,
-                Some(AttributeValue::S(at)) => at >= bound,
-                Some(_) => true,
-            });
-        if named || modified {
-            return Err(refused());
+        if let Some(bound) = &self.unmodified_before {
+            clauses.push(Clause::UnmodifiedBefore(bound.clone()));
         }
-        let changed = |(name, expected): &&(&'static str, Expected)| !expected.holds(stored.get(*name));
-        if self
-            .unchanged
-            .iter()
-            .filter(changed)
-            .any(|(name, _)| *name == VERSION)
-        {
-            return Err(refused());
+        // A version that moved is told before any other attribute.
+        let (version, others): (Vec<_>, Vec<_>) =
+            self.unchanged.iter().partition(|(name, _)| *name == VERSION);
+        clauses.extend(
+            version
+                .into_iter()
+                .chain(others)
+                .map(|(name, expected)| Clause::Unchanged(name, expected.clone())),
+        );
+        clauses
+    }
+
+    /// Whether this update may be applied to `stored`, the item as it is
+    /// now, and if not, why: by the first of its [`Update::clauses`] that
+    /// fails. The memory store decides by it; the DynamoDB store explains a
+    /// refused write by it from the old item DynamoDB returns. An attempt
+    /// of this update that was already applied is not judged here
+    /// ([`written_by`]).
+    pub fn check(&self, stored: &Item) -> Result<(), StoreError> {
+        match self.clauses().into_iter().find(|clause| !clause.holds(stored)) {
+            Some(failed) => Err(failed.refusal(stored)),
+            None => Ok(()),
         }
-        if self.unchanged.iter().any(|expected| changed(&expected)) {
-            return Err(StoreError::Changed(StoredItem(Box::new(stored.clone()))));
-        }
-        Ok(())
     }
 }
 

@@ -358,9 +358,9 @@ async fn the_update_is_one_conditional_update_item_with_every_name_placeholdered
                         AND (attribute_not_exists(#r0) OR attribute_type(#r0, :type_S) OR attribute_type(#r0, :type_NULL)) \
                         AND (attribute_not_exists(#r1) OR attribute_type(#r1, :type_S) OR attribute_type(#r1, :type_NULL)) \
                         AND (attribute_not_exists(#r2) OR attribute_type(#r2, :type_S) OR attribute_type(#r2, :type_NULL)) \
-                        AND (#version IN (:v0))"
+                        AND (#version IN (:v1_0))"
                 && values.get(":max_version") == Some(&AttributeValue::N(u64::MAX.saturating_sub(1).to_string()))
-                && values.get(":v0") == Some(&AttributeValue::N("4".into()))
+                && values.get(":v1_0") == Some(&AttributeValue::N("4".into()))
                 && matches!(values.get(":this_write"), Some(AttributeValue::S(id)) if id.len() == 36)
                 && request.return_values() == Some(&ReturnValue::AllNew)
                 && request.return_values_on_condition_check_failure()

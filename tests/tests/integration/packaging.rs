@@ -105,3 +105,40 @@ fn the_bench_builds_its_floors_with_the_functions_release_profile() {
     );
     assert_eq!(release_profile(&read("bench/Cargo.toml")), functions);
 }
+
+/// No npm install phones home: every package.json whose tree holds Scarf (an
+/// install-time analytics script, under swagger-ui) turns it off, and the
+/// Makefile, which runs every install, sets Scarf's own switch.
+#[test]
+fn npm_installs_send_no_analytics() {
+    let root = repo_root();
+    let makefile = std::fs::read_to_string(root.join("Makefile")).expect("Makefile");
+    assert!(
+        makefile
+            .lines()
+            .any(|line| line.trim() == "export SCARF_ANALYTICS := false"),
+        "the Makefile does not export SCARF_ANALYTICS=false"
+    );
+    let mut checked = 0;
+    for dir in [
+        "tools/docs",
+        "tools/clients",
+        "tools/guard",
+        "tools/dynamodb-local",
+    ] {
+        let lock = std::fs::read_to_string(root.join(dir).join("package-lock.json")).unwrap_or_default();
+        if !lock.contains("@scarf/scarf") {
+            continue;
+        }
+        let manifest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join(dir).join("package.json")).expect("package.json"),
+        )
+        .expect("package.json is JSON");
+        assert_eq!(
+            manifest["scarfSettings"]["enabled"], false,
+            "{dir}: Scarf left on"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no install holds Scarf any more: drop this test");
+}

@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 import check_events
+import stack_properties
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,9 +135,8 @@ def main():
         for line in out.stdout.splitlines() if out else []:  # file:line:column:line:column:rule:message
             failed[int(os.path.basename(line.split(":")[0])[:3])].add(line.split(":")[5])
         for number in [n for n in failed if PROPERTIES & set(cases[n]["fails"])]:
-            out = subprocess.run([sys.executable, os.path.join(HERE, "stack_properties.py"),
-                                  os.path.join(tmp, f"{number:03d}.yaml")], capture_output=True, text=True, check=False)
-            failed[number] |= {p for p in PROPERTIES for line in out.stderr.splitlines() if f": {p} (" in line}
+            found = stack_properties.problems_of(os.path.join(tmp, f"{number:03d}.yaml"))
+            failed[number] |= {p for p in PROPERTIES for line in found if line.startswith(f"{p} (")}
     for number, found in failed.items():
         case = cases[number]
         if found != set(case["fails"]):

@@ -20,12 +20,16 @@ CloudFormation would deploy.
 import copy
 import itertools
 import json
+import logging
 import os
 import re
 import sys
 
 from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
+
+# The transform counts metrics it never publishes offline, and says so on exit.
+logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 
 # The calls each function's code makes: (actions, the resource they are on).
 GRANTS = {
@@ -209,11 +213,9 @@ def transformed(template):
     return transform(template, {"AWS::Region": "us-east-1"}, NoManagedPolicies())
 
 
-def main():
-    args = sys.argv[1:]
-    out = args[args.index("--transformed") + 1] if "--transformed" in args else None
-    args = [a for a in args if a != "--transformed" and a != out]
-    path = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "template.yaml")
+def problems_of(path, out=None):
+    """Every broken property of the template at `path`, as written and after
+    the transform (written to `out` when given), each a line naming it."""
     with open(path) as file:
         written = yaml_parse(file.read())
     problems = []
@@ -221,7 +223,7 @@ def main():
         if template is None:
             try:
                 template = transformed(written)
-            except Exception as error:  # the transform's own refusal is a finding too
+            except Exception as error:  # noqa: BLE001 (the transform's own refusal, of any kind, is a finding)
                 problems.append(f"transform: {error}")
                 continue
             if out:
@@ -229,7 +231,16 @@ def main():
                     json.dump(template, file, indent=1)
         problems += [f"only-way-in ({form}): {p}" for p in only_way_in(template)]
         problems += [f"grants ({form}): {p}" for p in grants(template)]
-    for problem in sorted(set(problems)):
+    return sorted(set(problems))
+
+
+def main():
+    args = sys.argv[1:]
+    out = args[args.index("--transformed") + 1] if "--transformed" in args else None
+    args = [a for a in args if a != "--transformed" and a != out]
+    path = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "template.yaml")
+    problems = problems_of(path, out)
+    for problem in problems:
         print(f"{path}: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)

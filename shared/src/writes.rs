@@ -19,7 +19,6 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::App;
@@ -204,13 +203,7 @@ pub async fn put<R: Resource, S: Store>(
             tokio::time::sleep(wait).await;
         }
         refusals += 1;
-        stored_as_written::<R>(&stored)?;
-        let keyed = hold_key::<R, S>(app, context, &stored, &mut data_key, calls).await?;
-        opened::<R>(
-            &context.key,
-            (*stored.0).clone(),
-            data_key.as_ref().filter(|_| keyed),
-        )?;
+        open_stored::<R, S>(app, context, &stored, &mut data_key, calls).await?;
         update.unchanged = values_as_read::<R>(&stored);
         update.budget = context.budget.remaining();
         // The time of this try's write, not of the first: a retry may land
@@ -245,27 +238,19 @@ async fn hold_key<R: Resource, S: Store>(
     Ok(true)
 }
 
-/// `stored` with its sealed values opened (its data key opened by KMS, the
-/// request's one KMS call, if it has one), and that key: a 500, before
-/// anything is written, if they do not open as this service wrote them.
-async fn open_values<R: Resource, S: Store>(
+/// `stored` with its sealed values opened, their data key held in `held`
+/// ([`hold_key`]): a 500, before anything is written, if they are not as
+/// this service writes them or do not open.
+async fn open_stored<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
     stored: &Item,
+    held: &mut Option<DataKey>,
     calls: &mut Calls,
-) -> Result<(Item, Option<DataKey>), ApiError> {
+) -> Result<Item, ApiError> {
     stored_as_written::<R>(stored)?;
-    let Some((field, attribute)) = values_field::<R>() else {
-        return Ok((stored.clone(), None));
-    };
-    let data_key = match stored.get(attribute) {
-        Some(AttributeValue::B(_)) => {
-            Some(open_key::<R, S>(app, field, attribute, context, stored, calls).await?)
-        }
-        _ => None,
-    };
-    let record = opened::<R>(&context.key, stored.clone(), data_key.as_ref())?;
-    Ok((record, data_key))
+    let keyed = hold_key::<R, S>(app, context, stored, held, calls).await?;
+    opened::<R>(&context.key, stored.clone(), held.as_ref().filter(|_| keyed))
 }
 
 /// Opens the data key `stored` holds in `attribute` for the record's
@@ -348,7 +333,7 @@ pub async fn current<R: Resource, S: Store>(
     calls: &mut Calls,
 ) -> Result<Item, ApiError> {
     let stored = read_judged::<R, S>(app, context, calls).await?;
-    Ok(open_values::<R, S>(app, context, &stored, calls).await?.0)
+    open_stored::<R, S>(app, context, &stored, &mut None, calls).await
 }
 
 /// Applies a merge `patch` that merges an object into a field: reads the
@@ -374,28 +359,22 @@ pub async fn merge<R: Resource, S: Store>(
     let mut tries = 0;
     loop {
         let stored = read_judged::<R, S>(app, context, calls).await?;
-        let record = match values_field::<R>() {
-            Some(_) => {
-                stored_as_written::<R>(&stored)?;
-                let keyed = hold_key::<R, S>(app, context, &stored, &mut data_key, calls).await?;
-                opened::<R>(&context.key, stored.clone(), data_key.as_ref().filter(|_| keyed))?
-            }
-            None => stored.clone(),
-        };
+        let record = open_stored::<R, S>(app, context, &stored, &mut data_key, calls).await?;
         let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
         let (mut set, mut remove) = (merged.set, merged.remove);
         if let Some((field, attribute)) = values_field::<R>() {
-            seal_merged::<R, S>(
-                app,
-                context,
-                (field, attribute),
-                &stored,
-                &mut set,
-                &mut remove,
-                &mut data_key,
-                calls,
-            )
-            .await?;
+            match seal::values_write(&set, &remove, field) {
+                seal::ValuesWrite::Seal => {
+                    let key = match &mut data_key {
+                        Some(key) => key,
+                        None => data_key.insert(new_key::<R, S>(app, field, context, calls).await?),
+                    };
+                    seal::seal_values(key, field, attribute, &context.key, &mut set)
+                        .map_err(|error| sealing_failed(R::ROUTE, error))?;
+                }
+                seal::ValuesWrite::Clear => remove.push(attribute),
+                seal::ValuesWrite::Keep => {}
+            }
         }
         // The record as read stands for every precondition: they held on it.
         let mut update = context.update::<R>(set, remove);
@@ -433,45 +412,6 @@ pub async fn merge<R: Resource, S: Store>(
             Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
         }
     }
-}
-
-/// Seals the merged values in `set` (the map `field`) under the record's
-/// data key, held in `data_key` (a new one, the request's one KMS call,
-/// where the record has none), and sets or removes the key's `attribute`
-/// beside them.
-#[allow(clippy::too_many_arguments)]
-async fn seal_merged<R: Resource, S: Store>(
-    app: &App<S>,
-    context: &Context,
-    (field, attribute): (&'static str, &'static str),
-    stored: &Item,
-    set: &mut Patch,
-    remove: &mut Vec<&'static str>,
-    data_key: &mut Option<DataKey>,
-    calls: &mut Calls,
-) -> Result<(), ApiError> {
-    let members = set.iter_mut().find_map(|(name, value)| match value {
-        AttributeValue::M(members) if *name == field => Some(members),
-        _ => None,
-    });
-    match members {
-        Some(members) if !members.is_empty() => {
-            let key = match data_key {
-                Some(key) => key,
-                None => data_key.insert(new_key::<R, S>(app, field, context, calls).await?),
-            };
-            seal::seal_members(key, field, &context.key, members)
-                .map_err(|error| sealing_failed(R::ROUTE, error))?;
-            if !matches!(stored.get(attribute), Some(AttributeValue::B(_))) {
-                let sealed = AttributeValue::B(Blob::new(key.sealed().to_vec()));
-                set.push((attribute, sealed));
-            }
-        }
-        Some(_) => remove.push(attribute),
-        None if remove.contains(&field) => remove.push(attribute),
-        None => {}
-    }
-    Ok(())
 }
 
 /// A new data key for the record's `field`: the request's one KMS call.

@@ -169,18 +169,14 @@ pub async fn seal_request(
     budget: Duration,
 ) -> Result<Sealed, SealError> {
     let mut sealed = Sealed::default();
-    let mut key_set = None;
     for field in fields {
-        let Some(sealing) = field.sealing() else {
-            continue;
-        };
-        let value = set
-            .iter_mut()
-            .find(|(name, _)| *name == field.name)
-            .map(|(_, value)| value);
-        match (sealing, value) {
-            // Validation only lets a string through for a whole secret.
-            (Sealing::Whole, Some(value @ AttributeValue::S(_))) => {
+        match field.sealing() {
+            None => {}
+            Some(Sealing::Whole) => {
+                // Validation only lets a string through for a whole secret.
+                let Some((_, value)) = set.iter_mut().find(|(name, _)| *name == field.name) else {
+                    continue;
+                };
                 let AttributeValue::S(plaintext) = &*value else {
                     continue;
                 };
@@ -191,30 +187,64 @@ pub async fn seal_request(
                     .await?;
                 *value = AttributeValue::B(Blob::new(ciphertext));
             }
-            (Sealing::Whole, _) => {}
-            (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) if members.is_empty() => {
-                remove.push(attribute);
-            }
-            (Sealing::Values { key: attribute }, Some(AttributeValue::M(members))) => {
-                let sealer = sealer.ok_or(SealError::NotConfigured)?;
-                sealed.called_kms = true;
-                let data_key = sealer.new_data_key(&context(field.name, key), budget).await?;
-                seal_members(&data_key, field.name, key, members)?;
-                key_set = Some((
-                    attribute,
-                    AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
-                ));
-                sealed.data_key = Some(data_key);
-            }
-            (Sealing::Values { key: attribute }, _) if remove.contains(&field.name) => {
-                remove.push(attribute);
-            }
-            // Not set: the stored values stay as they are, under their key.
-            (Sealing::Values { .. }, _) => {}
+            Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
+                ValuesWrite::Seal => {
+                    let sealer = sealer.ok_or(SealError::NotConfigured)?;
+                    sealed.called_kms = true;
+                    let data_key = sealer.new_data_key(&context(field.name, key), budget).await?;
+                    seal_values(&data_key, field.name, attribute, key, set)?;
+                    sealed.data_key = Some(data_key);
+                }
+                ValuesWrite::Clear => remove.push(attribute),
+                // Not set: the stored values stay as they are, under their key.
+                ValuesWrite::Keep => {}
+            },
         }
     }
-    set.extend(key_set);
     Ok(sealed)
+}
+
+/// What a write's `set` and `remove` do to a map of sealed values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValuesWrite {
+    /// It sets the map, not empty: its values are to be sealed.
+    Seal,
+    /// It sets the map empty, or removes it: the data key goes with it.
+    Clear,
+    /// It leaves the map as stored.
+    Keep,
+}
+
+/// What `set` and `remove` do to the map of sealed values `field`.
+pub fn values_write(set: &Patch, remove: &[&'static str], field: &str) -> ValuesWrite {
+    match set.iter().find(|(name, _)| *name == field) {
+        Some((_, AttributeValue::M(members))) if members.is_empty() => ValuesWrite::Clear,
+        Some((_, AttributeValue::M(_))) => ValuesWrite::Seal,
+        _ if remove.contains(&field) => ValuesWrite::Clear,
+        _ => ValuesWrite::Keep,
+    }
+}
+
+/// Seals the map `field` that `set` holds for the record `key` under
+/// `data_key` ([`seal_members`]), and sets `attribute` to the data key as
+/// KMS sealed it, beside the values.
+pub fn seal_values(
+    data_key: &DataKey,
+    field: &str,
+    attribute: &'static str,
+    key: &Key,
+    set: &mut Patch,
+) -> Result<(), SealError> {
+    for (name, value) in set.iter_mut() {
+        if let (true, AttributeValue::M(members)) = (*name == field, value) {
+            seal_members(data_key, field, key, members)?;
+        }
+    }
+    set.push((
+        attribute,
+        AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
+    ));
+    Ok(())
 }
 
 /// Seals each text member of `members` (the map `field` of the record

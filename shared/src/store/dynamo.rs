@@ -10,7 +10,9 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Clause, Expected, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use super::{
+    Clause, Expected, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, judge, written_by,
+};
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, MAX_VERSION};
 use crate::store::{Key, Table, TableNames};
@@ -68,8 +70,7 @@ impl Expression {
     /// The expression for `update`, whose stored item must have the types
     /// of `kept` (see [`Update::kept`]). Takes the update's values by value:
     /// a body's attributes are never copied.
-    fn of(update: Update) -> Self {
-        let clauses = update.clauses();
+    fn of(update: Update, clauses: &[Clause]) -> Self {
         let mut names = HashMap::new();
         let mut values = HashMap::new();
         let mut assignments = Vec::with_capacity(update.set.len() + 5);
@@ -278,13 +279,15 @@ impl Store for DynamoStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         let table = self.tables.name(update.table);
         let key = update.key.attributes();
-        // What explains a refused write: the update without its values.
-        let conditions = update.conditions();
+        // The condition, stated once: rendered for DynamoDB, and what
+        // explains a refused write.
+        let clauses = update.clauses();
+        let write_id = update.write_id.clone();
         let time = update.budget;
         if time.is_zero() {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
         }
-        let expression = Expression::of(update);
+        let expression = Expression::of(update, &clauses);
         let request = self
             .client
             .update_item()
@@ -309,29 +312,31 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => classify(error, &conditions),
+            Err(error) => classify(error, &clauses, &write_id),
         }
     }
 }
 
 /// Maps an SDK failure to what the caller can do about it. Only error
 /// codes and kinds are kept: service messages may quote request values.
-/// A refused write is explained from the old item by the same rule the
-/// condition states ([`Update::check`] of `update`, the update without its
-/// values); one whose old item carries the update's `write_id` is its own
-/// earlier attempt, applied: a success.
-fn classify(error: SdkError<UpdateItemError, HttpResponse>, update: &Update) -> Result<Item, StoreError> {
+/// A refused write is explained from the old item by the clauses the
+/// condition was rendered from ([`judge`]); one whose old item carries the
+/// update's `write_id` is its own earlier attempt, applied: a success.
+fn classify(
+    error: SdkError<UpdateItemError, HttpResponse>,
+    clauses: &[Clause],
+    write_id: &str,
+) -> Result<Item, StoreError> {
     // The old item tells which part of the condition failed.
     if let SdkError::ServiceError(context) = &error
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
     {
         return match &failure.item {
             None => Err(StoreError::NotFound),
-            Some(old) if written_by(old, &update.write_id) => Ok(old.clone()),
+            Some(old) if written_by(old, write_id) => Ok(old.clone()),
             // The rule lets it through only where the two statements of it
             // disagree: report the version, as a precondition would.
-            Some(old) => Err(update
-                .check(old)
+            Some(old) => Err(judge(clauses, old)
                 .err()
                 .unwrap_or_else(|| match item::version_tag(old) {
                     Ok(current) => StoreError::VersionMismatch { current },

@@ -270,31 +270,6 @@ impl Update {
         names
     }
 
-    /// This update without its values (each set attribute NULL): what
-    /// [`Update::check`] needs to explain a refused write, without a copy
-    /// of a body's values.
-    pub fn conditions(&self) -> Self {
-        Self {
-            table: self.table,
-            key: self.key.clone(),
-            set: self
-                .set
-                .iter()
-                .map(|(name, _)| (*name, AttributeValue::Null(true)))
-                .collect(),
-            remove: self.remove.clone(),
-            expected_versions: self.expected_versions.clone(),
-            none_match: self.none_match.clone(),
-            unmodified_before: self.unmodified_before.clone(),
-            now: self.now.clone(),
-            write_id: self.write_id.clone(),
-            fields: self.fields,
-            updated_by: None,
-            budget: self.budget,
-            unchanged: self.unchanged.clone(),
-        }
-    }
-
     /// The readable attributes this write keeps (does not set): the ones
     /// whose stored type decides whether the item may be updated. Both
     /// stores judge an item, and explain a refused write, by this list.
@@ -442,10 +417,16 @@ impl Update {
     /// of this update that was already applied is not judged here
     /// ([`written_by`]).
     pub fn check(&self, stored: &Item) -> Result<(), StoreError> {
-        match self.clauses().into_iter().find(|clause| !clause.holds(stored)) {
-            Some(failed) => Err(failed.refusal(stored)),
-            None => Ok(()),
-        }
+        judge(&self.clauses(), stored)
+    }
+}
+
+/// Whether `stored` meets every one of `clauses`, and if not, why: by the
+/// first that fails.
+pub fn judge(clauses: &[Clause], stored: &Item) -> Result<(), StoreError> {
+    match clauses.iter().find(|clause| !clause.holds(stored)) {
+        Some(failed) => Err(failed.refusal(stored)),
+        None => Ok(()),
     }
 }
 

@@ -78,7 +78,8 @@ def resolve(value, conditions):
         out = {k: resolve(v, conditions) for k, v in value.items()}
         return {k: v for k, v in out.items() if v != {"Ref": "AWS::NoValue"}}
     if isinstance(value, list):
-        return [resolve(v, conditions) for v in value if resolve(v, conditions) != {"Ref": "AWS::NoValue"}]
+        resolved = (resolve(v, conditions) for v in value)
+        return [v for v in resolved if v != {"Ref": "AWS::NoValue"}]
     return value
 
 

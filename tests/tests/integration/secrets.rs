@@ -214,9 +214,19 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         fields: McpServer::FIELDS,
         updated_by: None,
         budget: agent_server_shared::budget::TIME_BUDGET,
-        unchanged: Vec::new(),
+        // Headers stored before sealing, expected as read: text values.
+        unchanged: vec![(
+            "headers",
+            agent_server_shared::store::Expected::Is(AttributeValue::M(
+                [(
+                    "Authorization".to_string(),
+                    AttributeValue::S(format!("Bearer {SENTINEL}")),
+                )]
+                .into(),
+            )),
+        )],
     };
-    shown.push(format!("{update:?}"));
+    shown.push(format!("{update:?} {:?}", update.clauses()));
 
     // Errors: a secret that breaks its rule, a header value that does.
     let bad_key = json!({"api_key": format!("{SENTINEL} with space")});

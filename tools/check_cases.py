@@ -1,10 +1,7 @@
-"""The template's checks, each proved to notice what it is for: every case in
+"""Each of the template's checks proved to notice what it is for: every case in
 tools/cases/*.yaml edits a copy of template.yaml (or of events.schema.json)
-and names the checks that must then fail, none for an alternative form they
-must accept. The checks are the Guard rules (by rule name; "<name> (skipped)"
-when Guard finds nothing to check), tools/lint's dashboard rule (E9101, run
-only on the cases that name it), tools/stack_properties.py's properties
-(only-way-in, grants: likewise) and tools/check_events.py (events). Run by
+and names the checks that must then fail: Guard rules by name,
+stack_properties.py's properties, check_events.py ("events"). Run by
 `make validate` (check_cases.py CFN_GUARD) with the tools virtualenv's Python.
 """
 
@@ -104,7 +101,7 @@ def main():
     for path in sorted(glob.glob(os.path.join(HERE, "cases", "*.yaml"))):
         with open(path) as file:
             cases += [dict(case, file=os.path.basename(path)) for case in yaml.load(file, Loader)]
-    failed, problems, rules = {}, [], {"E9101", "events", *PROPERTIES}
+    failed, problems, rules = {}, [], {"events", *PROPERTIES}
     with tempfile.TemporaryDirectory() as tmp:
         for number, case in enumerate(cases):
             documents = {"template": template, "schema": schema}
@@ -128,12 +125,6 @@ def main():
             failed[number] |= {rule["Rule"]["name"] for rule in report["not_compliant"]}
             rules |= {rule["Rule"]["name"] for rule in report["not_compliant"]} | set(report["compliant"])
             failed[number] |= {f"{rule} (skipped)" for rule in report["not_applicable"]}
-        linted = [os.path.join(tmp, f"{n:03d}.yaml") for n in failed if "E9101" in cases[n]["fails"]]
-        lint = [os.path.join(os.path.dirname(sys.executable), "cfn-lint"), "--append-rules", os.path.join(HERE, "lint"),
-                "--format", "parseable", "--ignore-checks", *[f"E{n}" for n in range(9)], "W", "I", "--"]
-        out = subprocess.run(lint + linted, capture_output=True, text=True, check=False) if linted else None
-        for line in out.stdout.splitlines() if out else []:  # file:line:column:line:column:rule:message
-            failed[int(os.path.basename(line.split(":")[0])[:3])].add(line.split(":")[5])
         for number in [n for n in failed if PROPERTIES & set(cases[n]["fails"])]:
             found = stack_properties.problems_of(os.path.join(tmp, f"{number:03d}.yaml"))
             failed[number] |= {p for p in PROPERTIES for line in found if line.startswith(f"{p} (")}

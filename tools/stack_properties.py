@@ -8,8 +8,9 @@ CloudFormation would deploy.
   authorizer, under every choice of the template's conditions; no function
   URL, event source mapping or other resource refers to a function except
   the API's own integrations, its permissions, and read-only monitoring.
-- grants: each function's role allows the calls its code makes, on its own
-  table and key (GRANTS below, what shared/src/writes.rs and seal/ call).
+- grants: each function's and pipe's role allows exactly the calls its user
+  makes, on its own table, key, log group, bus and queue (GRANTS below: what
+  shared/src/writes.rs and seal/ call), and only its service may assume it.
 
     python tools/stack_properties.py [TEMPLATE]   # exit 1 naming each broken property
     python tools/stack_properties.py TEMPLATE --transformed OUT.json   # also writes the transform
@@ -31,18 +32,34 @@ from samtranslator.translator.transform import transform
 # The transform counts metrics it never publishes offline, and says so on exit.
 logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 
-# The calls each function's code makes: (actions, the resource they are on).
+# What each role's user calls, on which resource: every grant present, and none
+# beyond them (X-Ray's, which take no resource, aside). A pipe's needs are its
+# stream, the tables' key (through DynamoDB), its bus and its dead-letter queue.
+TABLE = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:DescribeTable"]
+LOGS = ["logs:CreateLogStream", "logs:PutLogEvents"]
+STREAM = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def pipe_needs(table):
+    return [(STREAM, table), (["kms:Decrypt"], "DataKey"), (["events:PutEvents"], "ChangeEventBus"),
+            (["sqs:SendMessage"], "ChangeEventsDeadLetterQueue")]
+
+
 GRANTS = {
-    "UpdateApiKeyFunction": [
-        (["dynamodb:UpdateItem", "dynamodb:GetItem"], "ApiKeysTable"),
-        (["kms:Encrypt"], "SecretsKey"),
-    ],
-    "UpdateMcpServerFunction": [
-        (["dynamodb:UpdateItem", "dynamodb:GetItem"], "McpServersTable"),
-        (["kms:GenerateDataKey", "kms:Decrypt"], "SecretsKey"),
-    ],
-    "UpdateModelFunction": [(["dynamodb:UpdateItem", "dynamodb:GetItem"], "ModelsTable")],
+    "UpdateApiKeyFunction": [(TABLE, "ApiKeysTable"), (["kms:Encrypt", "kms:DescribeKey"], "SecretsKey"),
+                             (LOGS, "UpdateApiKeyLogs")],
+    "UpdateMcpServerFunction": [(TABLE, "McpServersTable"),
+                                (["kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),
+                                (LOGS, "UpdateMcpServerLogs")],
+    "UpdateModelFunction": [(TABLE, "ModelsTable"), (LOGS, "UpdateModelLogs")],
+    "ApiKeysChangePipe": pipe_needs("ApiKeysTable"),
+    "McpServersChangePipe": pipe_needs("McpServersTable"),
+    "ModelsChangePipe": pipe_needs("ModelsTable"),
 }
+# Who may assume a role, by the type of its user.
+ASSUMED_BY = {"AWS::Serverless::Function": "lambda.amazonaws.com", "AWS::Lambda::Function": "lambda.amazonaws.com",
+              "AWS::Pipes::Pipe": "pipes.amazonaws.com"}
 FUNCTION_TYPES = ("AWS::Lambda::Function", "AWS::Serverless::Function")
 API_TYPES = ("AWS::ApiGatewayV2::Api", "AWS::Serverless::HttpApi")
 # What may refer to a function besides its API and its permissions: it reads, never invokes.
@@ -83,17 +100,25 @@ def resolve(value, conditions):
     return value
 
 
-def choices(template):
-    """Every assignment of the template's conditions (each free: a rule cannot know the parameters)."""
-    names = sorted(template.get("Conditions", {}))
+def conditions_in(value):
+    """The names of the conditions `value`'s Fn::Ifs choose by."""
+    if isinstance(value, dict):
+        own = {value["Fn::If"][0]} if set(value) == {"Fn::If"} else set()
+        return own.union(*map(conditions_in, value.values()))
+    return set().union(*map(conditions_in, value)) if isinstance(value, list) else set()
+
+
+def variants(value):
+    """`value` under every assignment of the conditions it names (each free: a
+    check cannot know the parameters)."""
+    names = sorted(conditions_in(value))
     for values in itertools.product([True, False], repeat=len(names)):
-        yield dict(zip(names, values))
+        yield resolve(value, dict(zip(names, values)))
 
 
-def authorized_routes(api, conditions):
+def authorized_routes(props):
     """(method, path) of every route in an API's body, and the problems with them:
     a route without security, or with a scheme that is not IAM or a JWT authorizer."""
-    props = resolve(api.get("Properties", {}), conditions)
     body = props.get("Body") or props.get("DefinitionBody") or {}
     schemes = body.get("components", {}).get("securitySchemes", {})
     strong = {name for name, scheme in schemes.items() if isinstance(scheme, dict) and (
@@ -124,39 +149,40 @@ def only_way_in(template):
     resources = template.get("Resources", {})
     functions = {name for name, r in resources.items() if r.get("Type") in FUNCTION_TYPES}
     apis = {name: r for name, r in resources.items() if r.get("Type") in API_TYPES}
-    for conditions in choices(template):
-        allowed = {}
-        for name, api in apis.items():
-            routes, broken = authorized_routes(api, conditions)
+    allowed = {name: set() for name in apis}
+    for name, api in apis.items():
+        for props in variants(api.get("Properties", {})):
+            routes, broken = authorized_routes(props)
             problems += [f"API {name}: {p}" for p in broken]
-            allowed[name] = routes
-        for name, r in resources.items():
-            kind, props = r.get("Type", ""), resolve(r.get("Properties", {}), conditions)
+            allowed[name] |= routes
+    for name, r in resources.items():
+        kind = r.get("Type", "")
+        for props in variants(r.get("Properties", {})):
             targets = functions & set(refs(props))
-            if r.get("Type") == "AWS::ApiGatewayV2::Route" and props.get("AuthorizationType", "NONE") == "NONE":
+            if kind == "AWS::ApiGatewayV2::Route" and props.get("AuthorizationType", "NONE") == "NONE":
                 problems.append(f"route {name} ({props.get('RouteKey')}) without authorization")
-            if not targets or name in functions or kind in API_TYPES or kind.startswith(MONITORING):
+            if name in functions:
+                problems += function_problems(name, props, apis, allowed)
+            elif not targets or kind in API_TYPES or kind.startswith(MONITORING):
                 continue
-            if kind == "AWS::Lambda::Permission":
+            elif kind == "AWS::Lambda::Permission":
                 problems += permission_problems(name, props, apis, allowed)
-            elif kind == "AWS::Serverless::Function":
-                continue
             else:
                 problems.append(f"{kind} {name} reaches {', '.join(sorted(targets))} other than through the API")
-        for name in functions & set(resources):
-            props = resolve(resources[name].get("Properties", {}), conditions)
-            if "FunctionUrlConfig" in props:
-                problems.append(f"function {name} has a function URL")
-            for event_name, event in (props.get("Events") or {}).items():
-                api = (event.get("Properties") or {}).get("ApiId", {})
-                if event.get("Type") != "HttpApi" or not isinstance(api, dict) or api.get("Ref") not in apis:
-                    problems.append(f"function {name}: event {event_name} ({event.get('Type')}) is not a route of the API")
-                else:
-                    method = str(event["Properties"].get("Method", "")).upper()
-                    path = event["Properties"].get("Path", "")
-                    if (method, path) not in allowed[api["Ref"]]:
-                        problems.append(f"function {name}: {method} {path} is not an authorized route of {api['Ref']}")
     return sorted(set(problems))
+
+
+def function_problems(name, props, apis, allowed):
+    """A function is reached by no URL, and by no event but authorized routes of the template's APIs."""
+    problems = [f"function {name} has a function URL"] if "FunctionUrlConfig" in props else []
+    for event_name, event in (props.get("Events") or {}).items():
+        api = (event.get("Properties") or {}).get("ApiId", {})
+        if event.get("Type") != "HttpApi" or not isinstance(api, dict) or api.get("Ref") not in apis:
+            problems.append(f"function {name}: event {event_name} ({event.get('Type')}) is not a route of the API")
+        elif (str(event["Properties"].get("Method", "")).upper(), event["Properties"].get("Path", "")) \
+                not in allowed[api["Ref"]]:
+            problems.append(f"function {name}: event {event_name} is not an authorized route of {api['Ref']}")
+    return problems
 
 
 def permission_problems(name, props, apis, allowed):
@@ -177,25 +203,50 @@ def permission_problems(name, props, apis, allowed):
     return []
 
 
+def listed(value):
+    return [value] if isinstance(value, str) else list(value or [])
+
+
 def grants(template):
     problems = []
     resources = template.get("Resources", {})
-    for function, needs in GRANTS.items():
-        if function not in resources:
-            problems.append(f"no function {function}")
+    policy_types = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
+    problems += [f"{name} attaches a policy from outside its role" for name, r in resources.items()
+                 if r.get("Type") in policy_types]
+    for user, needs in GRANTS.items():
+        if user not in resources:
+            continue  # A stack without change events has no pipes.
+        props = resources[user].get("Properties", {})
+        roles = set(refs(props.get("Role") or props.get("RoleArn") or {})) & set(resources)
+        if len(roles) != 1:
+            problems.append(f"{user} has no role of its own in the template")
             continue
-        role = set(refs(resources[function].get("Properties", {}).get("Role", {})))
+        role = resources[roles.pop()].get("Properties", {})
+        if role.get("ManagedPolicyArns") or role.get("PermissionsBoundary"):
+            problems.append(f"{user}'s role has managed policies")
+        trust = [s for s in role.get("AssumeRolePolicyDocument", {}).get("Statement", [])]
+        if [listed(s.get("Principal", {}).get("Service")) for s in trust] != [[ASSUMED_BY[resources[user]["Type"]]]]:
+            problems.append(f"{user}'s role may be assumed by others than {ASSUMED_BY[resources[user]['Type']]}")
         statements = []
-        for name in role & set(resources):
-            for policy in resources[name].get("Properties", {}).get("Policies", []) or []:
-                for conditions in choices(template):
-                    document = resolve(policy, conditions).get("PolicyDocument", {}) if isinstance(policy, dict) else {}
-                    statements += [s for s in document.get("Statement", []) if s.get("Effect") == "Allow"]
+        for policy in role.get("Policies", []) or []:
+            for variant in variants(policy):
+                statements += (variant.get("PolicyDocument", {}) if isinstance(variant, dict) else {}).get("Statement", [])
+        for s in statements:
+            if set(s) & {"NotAction", "NotResource", "Principal"}:
+                problems.append(f"{user}'s role has a statement with {sorted(set(s) & {'NotAction', 'NotResource'})}")
+            if s.get("Effect") != "Allow":
+                continue
+            on = set(refs(s.get("Resource")))
+            for action in listed(s.get("Action")):
+                allowed = (action in XRAY and listed(s.get("Resource")) == ["*"]) or any(
+                    action in actions and on == {resource} for actions, resource in needs)
+                if not allowed:
+                    problems.append(f"{user}'s role allows {action} on {s.get('Resource')}, which it does not need")
         for actions, resource in needs:
             for action in actions:
-                if not any(action in ([s["Action"]] if isinstance(s.get("Action"), str) else s.get("Action", []))
+                if not any(s.get("Effect") == "Allow" and action in listed(s.get("Action"))
                            and resource in set(refs(s.get("Resource"))) for s in statements):
-                    problems.append(f"{function}'s role does not allow {action} on {resource}")
+                    problems.append(f"{user}'s role does not allow {action} on {resource}")
     return sorted(set(problems))
 
 
@@ -245,7 +296,7 @@ def main():
         print(f"{path}: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print(f"{path}: only the API's authorized routes reach a function; every function may make the calls it needs")
+    print(f"{path}: only the API's authorized routes reach a function; every role allows exactly what its user calls")
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: check-template control-tower build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test sealing-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: check-template control-tower build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -103,8 +103,8 @@ events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its funct
 	$(BUILD)
 	scripts/events-rie-test.sh
 
-validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint (with the dashboard rule), sam validate --lint, the template's Guard rules, the change events' templates, each rule's cases, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
-	$(VENV)/bin/cfn-lint template.yaml --append-rules tools/lint
+validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint, sam validate --lint, the stack's properties (Guard rules, AWS Control Tower, stack_properties.py), the change events' templates, each rule's cases, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
+	$(VENV)/bin/cfn-lint template.yaml
 	$(VENV)/bin/sam validate --lint --region us-east-1
 	$(GUARD) validate --rules tools/guard/rules --data template.yaml --show-summary fail
 	$(MAKE) --no-print-directory control-tower
@@ -133,10 +133,6 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 events-test: $(TOOLS) dynamodb-local ## Change events: updates through local-api, the tables' streams, each pipe's filter and input template, the event schema
 	$(BUILD)
 	scripts/events-test.sh
-
-sealing-test: $(TOOLS) dynamodb-local ## api_key sealed end to end: a sentinel through local-api is in no response, item, stream record, change event or log; it decrypts only with its context (and with both examples); KMS down is 503
-	$(BUILD)
-	scripts/sealing-test.sh
 
 events: $(TOOLS) ## Follow a running `make run`'s table streams and print each change event as the pipes would publish it
 	$(VENV)/bin/python tools/events/follow.py
@@ -168,7 +164,6 @@ lambda-test: $(TOOLS) $(CLIENT_TOOLS) $(DOCS_TOOLS) dynamodb-local ## The accept
 	$(BUILD)
 	LAMBDA=1 scripts/api-test.sh
 	LAMBDA=1 scripts/events-test.sh
-	LAMBDA=1 scripts/sealing-test.sh
 	LAMBDA=1 scripts/clients-test.sh
 	LAMBDA=1 scripts/docs-test.sh
 

@@ -61,7 +61,7 @@ export CLIPPY_DRIVER RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc"
 step "${make[@]}" format-check
 step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools docs-tools guard-tool build
 
-for target in validate unit events-rie-test api-test events-test sealing-test clients docs-test lambda-test; do
+for target in validate unit events-rie-test api-test events-test clients docs-test lambda-test; do
   step "${make[@]}" "$target"
 done
 

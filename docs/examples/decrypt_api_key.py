@@ -16,8 +16,8 @@ profile), and AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_KMS for the local
 emulators. The table is API_KEYS_TABLE (default agent-server-api-keys; a
 deployed stack's ApiKeysTableName output).
 
-Tested by `make sealing-test` (tools/sealing/sealing_test.py) against
-DynamoDB Local and the local KMS.
+Tested against DynamoDB Local and the local KMS by
+tests/tests/integration/sealing.rs.
 """
 
 import os

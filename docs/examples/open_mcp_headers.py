@@ -26,8 +26,8 @@ AWS_ENDPOINT_URL_KMS for the local emulators. The table is
 MCP_SERVERS_TABLE (default agent-server-mcp-servers; a deployed stack's
 McpServersTableName output). AES-GCM comes from the `cryptography` package.
 
-Tested by `make sealing-test` (tools/sealing/sealing_test.py) against
-DynamoDB Local and the local KMS.
+Tested against DynamoDB Local and the local KMS by
+tests/tests/integration/mcp_sealing.rs.
 """
 
 import json

@@ -22,7 +22,7 @@
 //! credentials, `AWS_REGION`, and `AWS_ENDPOINT_URL_DYNAMODB` /
 //! `AWS_ENDPOINT_URL_KMS` for the local emulators. The table is
 //! `MCP_SERVERS_TABLE` (default `agent-server-mcp-servers`). AES-GCM comes
-//! from aws-lc-rs. Tested by `make sealing-test`.
+//! from aws-lc-rs. Tested by tests/tests/integration/mcp_sealing.rs.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

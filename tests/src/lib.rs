@@ -755,3 +755,37 @@ impl Store for Failing {
         Err(self.0.clone())
     }
 }
+
+/// What a consumer example (docs/examples/*.py with the tools virtualenv's
+/// Python, or ops/examples/*.rs built) prints for `args`, reading DynamoDB
+/// Local and the local KMS at `kms` as a reader of a deployed stack would.
+///
+/// # Panics
+/// If the example cannot run or fails: an example that does not run is a
+/// failure, never a skip.
+pub async fn consumer_example(example: &str, args: &[&str], kms: &str) -> String {
+    let dynamo = &dynamo_local().await.endpoint;
+    let (program, mut command_args) = if let Some(script) = example.strip_suffix(".py") {
+        let python = repo_root().join(".venv/bin/python");
+        let script = repo_root().join(format!("docs/examples/{script}.py"));
+        (python, vec![script.display().to_string()])
+    } else {
+        (workspace_binary(example), vec![])
+    };
+    command_args.extend(args.iter().map(|arg| (*arg).to_string()));
+    let output = Command::new(&program)
+        .args(&command_args)
+        .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo)
+        .env("AWS_ENDPOINT_URL_KMS", kms)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    assert!(
+        output.status.success(),
+        "{example} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}

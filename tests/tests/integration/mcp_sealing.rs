@@ -16,8 +16,8 @@ use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
-    KmsLocal, Route, body_json, capture_logs, client, dynamo_local, free_port, get_item, http, kms_decrypt,
-    kms_local, put_item, serve_sealing,
+    KmsLocal, Route, body_json, capture_logs, client, consumer_example, dynamo_local, free_port, get_item,
+    http, kms_decrypt, kms_local, put_item, serve_sealing,
 };
 use serde_json::{Value, json};
 
@@ -205,6 +205,13 @@ async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_
             open_as_documented(&plain_key, &key, &name.to_lowercase(), sealed),
             None
         );
+    }
+
+    // Both consumer examples open them as docs/secrets.md tells a reader to.
+    for example in ["open_mcp_headers.py", "open_mcp_headers"] {
+        let printed = consumer_example(example, &[project, &key.id], &kms.endpoint).await;
+        let printed: serde_json::Value = serde_json::from_str(&printed).expect("the example printed JSON");
+        assert_eq!(printed, headers, "{example}");
     }
 
     // A PUT that only renames answers with the values, opened.

@@ -1,7 +1,8 @@
 //! Provider keys are sealed before they reach the table: proven against
 //! DynamoDB Local and a local KMS (moto's server, which enforces encryption
 //! contexts as KMS does). A sentinel `api_key` sent through the local API
-//! exists at rest only as a KMS ciphertext bound to its record; a KMS
+//! exists at rest only as a KMS ciphertext bound to its record, which the
+//! consumer examples open; a KMS
 //! outage is a 503 with nothing written; a key KMS refuses is a 500 with
 //! one ERROR line; `seal-api-keys` seals items written before sealing
 //! without losing a concurrent write.
@@ -14,8 +15,8 @@ use agent_server_shared::store::Key;
 use agent_server_shared::store::TableNames;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{
-    KmsLocal, Route, capture_logs, client, dynamo_local, free_port, get_item, http, kms_client_budgeted,
-    kms_decrypt, kms_local, put_item, serve_sealing,
+    KmsLocal, Route, capture_logs, client, consumer_example, dynamo_local, free_port, get_item, http,
+    kms_client_budgeted, kms_decrypt, kms_local, put_item, serve_sealing,
 };
 use serde_json::json;
 
@@ -100,6 +101,14 @@ async fn a_key_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_re
     // A ciphertext copied to another record does not open as that record's.
     let moved = kms_decrypt(&kms.endpoint, &sealed, &[("field", "api_key"), ("id", &other_id)]).await;
     assert!(moved.is_err());
+    // Both consumer examples open it as docs/secrets.md tells a reader to.
+    for example in ["decrypt_api_key.py", "decrypt_api_key"] {
+        assert_eq!(
+            consumer_example(example, &[&id], &kms.endpoint).await,
+            SENTINEL,
+            "{example}"
+        );
+    }
 
     let logged = logs.text();
     assert!(logged.contains("\"status\":200"), "no access line: {logged}");

@@ -1,7 +1,7 @@
 //! Fuzzes body parsing and validation for all three record kinds.
 //!
 //! Beyond "never panics": a field that validation accepts must become an
-//! attribute that reads back as the submitted JSON (numbers compared as
+//! attribute (or secret) that reads back as the submitted JSON (numbers compared as
 //! numbers: DynamoDB keeps one spelling of each), and no error for any body
 //! may depend on the submitted `api_key`'s value: the same body with another
 //! key of the same shape must give the same error, to the letter.
@@ -11,6 +11,7 @@
 use agent_server_shared::error::ApiError;
 use agent_server_shared::records::{ApiKey, McpServer, Model, Resource};
 use agent_server_shared::rules::{Decimal, Policy};
+use agent_server_shared::patch::Written;
 use agent_server_shared::{item, json, patch};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
@@ -18,8 +19,15 @@ use serde_json::{Map, Value};
 fn check<R: Resource>(body: &Map<String, Value>, policy: Policy) {
     match patch::parse::<R>(body, policy) {
         Ok(set) => {
-            for (name, attribute) in &set {
-                let read_back = item::to_json(name, attribute).expect("an accepted value converts back");
+            for (name, written) in &set {
+                let read_back = match written {
+                    Written::Plain(attribute) => item::to_json(name, attribute).expect("an accepted value converts back"),
+                    Written::Secret(secret) => Value::String(secret.expose().to_owned()),
+                    Written::Secrets(members) => members
+                        .iter()
+                        .map(|(name, secret)| (name.clone(), Value::String(secret.expose().to_owned())))
+                        .collect(),
+                };
                 let sent = body.get(*name).unwrap_or(&Value::Null);
                 assert!(same(&read_back, sent), "{name} does not round-trip: {read_back} {sent}");
             }

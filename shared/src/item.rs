@@ -26,11 +26,9 @@ pub struct ItemError {
     pub expected: &'static str,
 }
 
-/// Attributes a write sets, by field name, in order. Its `Debug` shows the
-/// names only: until they are sealed some values are secrets (`api_key`,
-/// header values), so no `{:?}` of a write, or of anything holding one,
-/// can show a value.
-#[derive(Clone, Default, PartialEq)]
+/// Attributes a write sets, by field name, in order: secrets among them
+/// only sealed ([`crate::patch::into_attributes`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Attributes(Vec<(&'static str, AttributeValue)>);
 
 impl Attributes {
@@ -42,15 +40,6 @@ impl Attributes {
     /// No attributes, with room for `capacity`.
     pub fn with_capacity(capacity: usize) -> Self {
         Self(Vec::with_capacity(capacity))
-    }
-}
-
-impl std::fmt::Debug for Attributes {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_map()
-            .entries(self.0.iter().map(|(name, _)| (name, "…")))
-            .finish()
     }
 }
 

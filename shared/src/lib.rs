@@ -29,6 +29,7 @@ pub mod records;
 pub mod request;
 pub mod rules;
 pub mod seal;
+pub mod secret;
 pub mod store;
 pub mod writes;
 

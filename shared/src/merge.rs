@@ -18,27 +18,32 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item::{self, Item};
-use crate::patch::{self, Patch};
+use crate::patch::{self, Patch, Written};
 use crate::records::Resource;
 use crate::rules::headers::{MAX_HEADERS, reading, same_header};
 use crate::rules::{Policy, Rule};
+use crate::secret::Secret;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// A checked merge patch: each field it names, sorted by name, with the
-/// patch's value for it (`null` to remove it).
-#[derive(Clone, PartialEq)]
+/// A checked merge patch: each field it names, sorted by name, with what
+/// the patch does to it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct MergePatch {
-    changes: Vec<(&'static str, Rule, Value)>,
+    changes: Vec<(&'static str, Rule, Change)>,
 }
 
-impl std::fmt::Debug for MergePatch {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Names only: values may be secrets (api_key, header values).
-        formatter
-            .debug_list()
-            .entries(self.changes.iter().map(|(name, _, _)| name))
-            .finish()
-    }
+/// What a merge patch does to one field.
+#[derive(Debug, Clone, PartialEq)]
+enum Change {
+    /// `null`: removes the field.
+    Remove,
+    /// Replaces the field's value.
+    Set(Written),
+    /// Merges an object into `parameters`, RFC 7396 exactly.
+    Parameters(Map<String, Value>),
+    /// Merges headers by name: a value sets one, `None` removes each of
+    /// that name.
+    Headers(Vec<(String, Option<Secret>)>),
 }
 
 impl MergePatch {
@@ -59,11 +64,11 @@ impl MergePatch {
     pub fn as_update(&self) -> Option<(Patch, Vec<&'static str>)> {
         let mut set = Patch::new();
         let mut remove = Vec::new();
-        for (name, rule, value) in &self.changes {
-            match value {
-                Value::Null => remove.push(*name),
-                Value::Object(_) if removable(*rule) => return None,
-                value => set.push((*name, item::to_attribute(value))),
+        for (name, _, change) in &self.changes {
+            match change {
+                Change::Remove => remove.push(*name),
+                Change::Set(written) => set.push((*name, written.clone())),
+                Change::Parameters(_) | Change::Headers(_) => return None,
             }
         }
         Some((set, remove))
@@ -99,13 +104,16 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
             errors.push(patch::not_settable::<R>(name));
             continue;
         };
-        match value {
-            Value::Null if removable(rule) => {}
-            Value::Null => errors.push(FieldError::new(
-                field,
-                "invalid_type",
-                "must not be null: a record always has this field",
-            )),
+        let change = match value {
+            Value::Null if removable(rule) => Change::Remove,
+            Value::Null => {
+                errors.push(FieldError::new(
+                    field,
+                    "invalid_type",
+                    "must not be null: a record always has this field",
+                ));
+                continue;
+            }
             // The headers being set are held to the rules; a `null` removes
             // a stored name whatever it is (one stored before a rule
             // refused it, too), but two members naming one header are
@@ -127,13 +135,23 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
                         "header names must be unique regardless of letter case, with _ read as -",
                     ));
                 }
+                Change::Headers(
+                    members
+                        .iter()
+                        .map(|(name, value)| (name.clone(), value.as_str().map(Secret::from)))
+                        .collect(),
+                )
             }
             Value::Object(members) if removable(rule) => {
                 rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
+                Change::Parameters(members.clone())
             }
-            value => rule.check(field, value, policy, &mut errors),
-        }
-        changes.push((field, rule, value.clone()));
+            value => {
+                rule.check(field, value, policy, &mut errors);
+                Change::Set(patch::written::<R>(field, value))
+            }
+        };
+        changes.push((field, rule, change));
     }
     if errors.is_empty() {
         Ok(MergePatch { changes })
@@ -198,30 +216,30 @@ pub struct Merged {
 pub fn apply<R: Resource>(patch: &MergePatch, stored: &Item, policy: Policy) -> Result<Merged, ApiError> {
     let mut merged = Merged::default();
     let mut errors = FieldErrors::new();
-    for (field, rule, value) in &patch.changes {
-        let value = match (rule, value) {
-            (_, Value::Null) => {
-                merged.remove.push(field);
-                continue;
-            }
-            (Rule::Headers, Value::Object(members)) => {
-                Value::Object(merge_headers(stored_map(stored, field)?, members))
-            }
-            (Rule::Parameters, Value::Object(_)) => {
+    for (field, rule, change) in &patch.changes {
+        match change {
+            Change::Remove => merged.remove.push(field),
+            // Checked as parse found it: the merged value is the patch's.
+            Change::Set(written) => merged.set.push((field, written.clone())),
+            Change::Parameters(members) => {
                 // Checked as JSON; written member by member, so what the
                 // patch does not touch keeps its stored DynamoDB type.
+                let patch = Value::Object(members.clone());
                 let mut target = Value::Object(stored_map(stored, field)?);
-                json_patch::merge(&mut target, value);
+                json_patch::merge(&mut target, &patch);
                 rule.check(field, &target, policy, &mut errors);
                 merged
                     .set
-                    .push((field, merge_attribute(stored.get(*field), value)));
-                continue;
+                    .push((field, Written::Plain(merge_attribute(stored.get(*field), &patch))));
             }
-            (_, value) => value.clone(),
-        };
-        rule.check(field, &value, policy, &mut errors);
-        merged.set.push((field, item::to_attribute(&value)));
+            Change::Headers(members) => {
+                let headers = merge_headers(stored_map(stored, field)?, members);
+                rule.check(field, &Value::Object(headers.clone()), policy, &mut errors);
+                merged
+                    .set
+                    .push((field, patch::written::<R>(field, &Value::Object(headers))));
+            }
+        }
     }
     if errors.is_empty() {
         Ok(merged)
@@ -266,11 +284,11 @@ fn merge_attribute(target: Option<&AttributeValue>, patch: &Value) -> AttributeV
 /// `stored` headers with `patch`'s members merged in: each patch member
 /// replaces (or with `null` removes) every stored header of the same name,
 /// and is stored as the patch spells it.
-fn merge_headers(mut stored: Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+fn merge_headers(mut stored: Map<String, Value>, patch: &[(String, Option<Secret>)]) -> Map<String, Value> {
     for (name, value) in patch {
         stored.retain(|existing, _| !same_header(existing, name));
-        if !value.is_null() {
-            stored.insert(name.clone(), value.clone());
+        if let Some(value) = value {
+            stored.insert(name.clone(), Value::String(value.expose().to_owned()));
         }
     }
     stored
@@ -299,7 +317,15 @@ mod tests {
         let merged = apply::<R>(&patch, &stored(record.clone()), Policy::default())?;
         let mut result = object(record);
         for (name, value) in merged.set {
-            result.insert(name.into(), item::to_json(name, &value).unwrap_or_default());
+            let value = match value {
+                Written::Plain(attribute) => item::to_json(name, &attribute).unwrap_or_default(),
+                Written::Secret(secret) => Value::String(secret.expose().to_owned()),
+                Written::Secrets(members) => members
+                    .iter()
+                    .map(|(name, secret)| (name.clone(), Value::String(secret.expose().to_owned())))
+                    .collect(),
+            };
+            result.insert(name.into(), value);
         }
         for name in merged.remove {
             result.remove(name);
@@ -394,7 +420,7 @@ mod tests {
         )
         .unwrap();
         let merged = apply::<Model>(&patch, &record, Policy::default()).unwrap();
-        let Some((_, AttributeValue::M(members))) = merged.set.first() else {
+        let Some((_, Written::Plain(AttributeValue::M(members)))) = merged.set.first() else {
             panic!("no parameters written");
         };
         for kept in ["bin", "set", "nums"] {

@@ -1,16 +1,68 @@
-//! Turns a request body into the attributes to write, checking every field
-//! against its record's rules and reporting every problem at once.
+//! Turns a request body into what a write sets, checking every field
+//! against its record's rules and reporting every problem at once. Secrets
+//! leave the body here as [`Secret`]s, which only the seal opens.
 
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
-use crate::item;
-use crate::records::Resource;
+use crate::item::{self, Attributes};
+use crate::records::{Resource, Sealing};
 use crate::rules::Policy;
+use crate::secret::Secret;
 
-/// The attributes a valid body sets, ordered by field name (their `Debug`
-/// shows names only: [`item::Attributes`]).
-pub type Patch = item::Attributes;
+/// What a write sets on one field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    /// An attribute, as it is stored.
+    Plain(AttributeValue),
+    /// A secret stored sealed whole (`api_key`).
+    Secret(Secret),
+    /// A map whose values are stored sealed (`headers`), by name.
+    Secrets(BTreeMap<String, Secret>),
+}
+
+/// What a valid body sets, by field name, in order.
+pub type Patch = Vec<(&'static str, Written)>;
+
+/// What a write sets on `R`'s field `name` from its valid JSON `value`:
+/// a sealed field's text as secrets, anything else as its attribute.
+pub fn written<R: Resource>(name: &str, value: &Value) -> Written {
+    let sealing = R::FIELDS
+        .iter()
+        .find(|field| field.name == name)
+        .and_then(|field| field.sealing());
+    match (sealing, value) {
+        (Some(Sealing::Whole), Value::String(text)) => Written::Secret(Secret::from(text.as_str())),
+        (Some(Sealing::Values { .. }), Value::Object(members)) => Written::Secrets(
+            members
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), Secret::from(value.as_str()?))))
+                .collect(),
+        ),
+        _ => Written::Plain(item::to_attribute(value)),
+    }
+}
+
+/// A secret the seal left open: a write that holds one must not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("field `{0}` holds a secret that was not sealed")]
+pub struct Unsealed(pub &'static str);
+
+/// The attributes `patch` sets, once every secret in it is sealed.
+pub fn into_attributes(patch: Patch) -> Result<Attributes, Unsealed> {
+    patch
+        .into_iter()
+        .map(|(name, written)| match written {
+            Written::Plain(attribute) => Ok((name, attribute)),
+            // An empty map holds nothing to seal.
+            Written::Secrets(members) if members.is_empty() => Ok((name, AttributeValue::M(HashMap::new()))),
+            Written::Secret(_) | Written::Secrets(_) => Err(Unsealed(name)),
+        })
+        .collect()
+}
 
 /// Validates `body` for record kind `R`.
 ///
@@ -31,7 +83,7 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<P
         let before = errors.len();
         rule.check(field, value, policy, &mut errors);
         if errors.len() == before {
-            patch.push((field, item::to_attribute(value)));
+            patch.push((field, written::<R>(field, value)));
         }
     }
     if errors.is_empty() {
@@ -97,8 +149,9 @@ mod tests {
         let body = object(json!({"name": "n", "api_key": "sk-1", "enabled": false}));
         let patch = parse::<ApiKey>(&body, Policy::default()).unwrap_or_default();
         assert_eq!(patch.len(), 3);
-        assert!(patch.contains(&("enabled", AttributeValue::Bool(false))));
-        assert!(patch.contains(&("api_key", AttributeValue::S("sk-1".into()))));
+        assert!(patch.contains(&("enabled", Written::Plain(AttributeValue::Bool(false)))));
+        assert!(patch.contains(&("api_key", Written::Secret(Secret::from("sk-1")))));
+        assert_eq!(into_attributes(patch), Err(Unsealed("api_key")));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::item::Item;
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
-use crate::patch::Patch;
+use crate::patch::{self, Patch};
 use crate::records::{Resource, Sealing};
 use crate::request::Preconditions;
 use crate::seal::{self, DataKey, SealError, Sealed};
@@ -47,9 +47,14 @@ pub struct Context {
 }
 
 impl Context {
-    /// An update of `set` and `remove` under this request's preconditions.
-    fn update<R: Resource>(&self, set: Patch, remove: Vec<&'static str>) -> Update {
-        Update {
+    /// An update of `set` and `remove` under this request's preconditions:
+    /// a 500, with nothing written, if `set` holds a secret left unsealed.
+    fn update<R: Resource>(&self, set: Patch, remove: Vec<&'static str>) -> Result<Update, ApiError> {
+        let set = patch::into_attributes(set).map_err(|error| {
+            tracing::error!(route = R::ROUTE, %error, "nothing written");
+            ApiError::Internal
+        })?;
+        Ok(Update {
             table: R::TABLE,
             key: self.key.clone(),
             set,
@@ -63,7 +68,7 @@ impl Context {
             updated_by: self.principal.clone(),
             budget: self.budget.remaining(),
             unchanged: Vec::new(),
-        }
+        })
     }
 
     /// Whether the request carries a precondition.
@@ -173,7 +178,7 @@ pub async fn put<R: Resource, S: Store>(
     let sealed = seal::<R, S>(app, &context.key, &mut set, &mut remove, &context.budget, calls).await?;
     let keeps_values = values_field::<R>()
         .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field));
-    let mut update = context.update::<R>(set, remove);
+    let mut update = context.update::<R>(set, remove)?;
     if !keeps_values {
         let started = Instant::now();
         let written = app.store.update(update).await;
@@ -318,7 +323,7 @@ async fn read_judged<R: Resource, S: Store>(
         .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?
         .ok_or(ApiError::NotFound(R::NOUN))?;
     context
-        .update::<R>(Patch::new(), Vec::new())
+        .update::<R>(Patch::new(), Vec::new())?
         .check(&stored)
         .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
     Ok(stored)
@@ -377,7 +382,7 @@ pub async fn merge<R: Resource, S: Store>(
             }
         }
         // The record as read stands for every precondition: they held on it.
-        let mut update = context.update::<R>(set, remove);
+        let mut update = context.update::<R>(set, remove)?;
         update.expected_versions = None;
         update.none_match = None;
         update.unmodified_before = None;

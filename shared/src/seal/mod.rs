@@ -25,7 +25,7 @@ mod kms;
 mod memory;
 pub mod values;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::primitives::Blob;
@@ -38,8 +38,9 @@ pub use memory::MemorySealer;
 use crate::budget::TIME_BUDGET;
 use crate::config::ConfigError;
 use crate::item::Item;
-use crate::patch::Patch;
+use crate::patch::{Patch, Written, into_attributes};
 use crate::records::{Field, Sealing};
+use crate::secret::Secret;
 use crate::store::Key;
 pub use values::DataKey;
 
@@ -173,19 +174,18 @@ pub async fn seal_request(
         match field.sealing() {
             None => {}
             Some(Sealing::Whole) => {
-                // Validation only lets a string through for a whole secret.
                 let Some((_, value)) = set.iter_mut().find(|(name, _)| *name == field.name) else {
                     continue;
                 };
-                let AttributeValue::S(plaintext) = &*value else {
+                let Written::Secret(plaintext) = &*value else {
                     continue;
                 };
                 let sealer = sealer.ok_or(SealError::NotConfigured)?;
                 sealed.called_kms = true;
                 let ciphertext = sealer
-                    .seal(&context(field.name, key), plaintext.as_bytes(), budget)
+                    .seal(&context(field.name, key), plaintext.expose().as_bytes(), budget)
                     .await?;
-                *value = AttributeValue::B(Blob::new(ciphertext));
+                *value = Written::Plain(AttributeValue::B(Blob::new(ciphertext)));
             }
             Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
                 ValuesWrite::Seal => {
@@ -218,16 +218,17 @@ pub enum ValuesWrite {
 /// What `set` and `remove` do to the map of sealed values `field`.
 pub fn values_write(set: &Patch, remove: &[&'static str], field: &str) -> ValuesWrite {
     match set.iter().find(|(name, _)| *name == field) {
-        Some((_, AttributeValue::M(members))) if members.is_empty() => ValuesWrite::Clear,
-        Some((_, AttributeValue::M(_))) => ValuesWrite::Seal,
+        Some((_, Written::Secrets(members))) if members.is_empty() => ValuesWrite::Clear,
+        Some((_, Written::Secrets(_))) => ValuesWrite::Seal,
         _ if remove.contains(&field) => ValuesWrite::Clear,
         _ => ValuesWrite::Keep,
     }
 }
 
-/// Seals the map `field` that `set` holds for the record `key` under
-/// `data_key` ([`seal_members`]), and sets `attribute` to the data key as
-/// KMS sealed it, beside the values.
+/// Seals each value of the map `field` that `set` holds for the record
+/// `key` under a key of this write's own, derived from `data_key`
+/// ([`DataKey::for_write`]), and sets `attribute` to the data key as KMS
+/// sealed it, beside the values.
 pub fn seal_values(
     data_key: &DataKey,
     field: &str,
@@ -235,38 +236,26 @@ pub fn seal_values(
     key: &Key,
     set: &mut Patch,
 ) -> Result<(), SealError> {
-    for (name, value) in set.iter_mut() {
-        if let (true, AttributeValue::M(members)) = (*name == field, value) {
-            seal_members(data_key, field, key, members)?;
-        }
-    }
-    set.push((
-        attribute,
-        AttributeValue::B(Blob::new(data_key.sealed().to_vec())),
-    ));
-    Ok(())
-}
-
-/// Seals each text member of `members` (the map `field` of the record
-/// `key`) under a key of this write's own, derived from `data_key`
-/// ([`DataKey::for_write`]), in place; a member already sealed is kept.
-pub fn seal_members(
-    data_key: &DataKey,
-    field: &str,
-    key: &Key,
-    members: &mut HashMap<String, AttributeValue>,
-) -> Result<(), SealError> {
     let write_key = data_key
         .for_write()
         .map_err(|error| SealError::Refused(error.to_string()))?;
-    for (name, value) in members.iter_mut() {
-        if let AttributeValue::S(plaintext) = &*value {
+    for (name, value) in set.iter_mut() {
+        let (true, Written::Secrets(members)) = (*name == field, &*value) else {
+            continue;
+        };
+        let mut sealed = HashMap::with_capacity(members.len());
+        for (member, plaintext) in members {
             let ciphertext = write_key
-                .seal(field, key, name, plaintext)
+                .seal(field, key, member, plaintext.expose())
                 .map_err(|error| SealError::Refused(error.to_string()))?;
-            *value = AttributeValue::B(Blob::new(ciphertext));
+            sealed.insert(member.clone(), AttributeValue::B(Blob::new(ciphertext)));
         }
+        *value = Written::Plain(AttributeValue::M(sealed));
     }
+    set.push((
+        attribute,
+        Written::Plain(AttributeValue::B(Blob::new(data_key.sealed().to_vec()))),
+    ));
     Ok(())
 }
 
@@ -399,15 +388,11 @@ pub async fn seal_stored(
         .iter()
         .filter_map(|field| {
             let plain = match (field.sealing()?, item.get(field.name)?) {
-                (Sealing::Whole, value @ AttributeValue::S(_)) => value.clone(),
+                (Sealing::Whole, AttributeValue::S(text)) => Written::Secret(Secret::from(text.as_str())),
                 (Sealing::Values { key: attribute }, AttributeValue::M(members))
-                    if !item.contains_key(attribute)
-                        && !members.is_empty()
-                        && members
-                            .values()
-                            .any(|value| matches!(value, AttributeValue::S(_))) =>
+                    if !item.contains_key(attribute) && !members.is_empty() =>
                 {
-                    AttributeValue::M(members.clone())
+                    Written::Secrets(secrets_of(members)?)
                 }
                 _ => return None,
             };
@@ -428,10 +413,21 @@ pub async fn seal_stored(
         TIME_BUDGET,
     )
     .await?;
-    for (name, value) in plain {
-        item.insert(name.to_owned(), value);
+    for (name, value) in into_attributes(plain)
+        .map_err(|error| SealError::Refused(error.to_string()))?
+        .iter()
+    {
+        item.insert((*name).to_owned(), value.clone());
     }
     Ok(names)
+}
+
+/// `members` as secrets, if each is text (S): values stored before sealing.
+fn secrets_of(members: &HashMap<String, AttributeValue>) -> Option<BTreeMap<String, Secret>> {
+    members
+        .iter()
+        .map(|(name, value)| Some((name.clone(), Secret::from(value.as_s().ok()?.as_str()))))
+        .collect()
 }
 
 /// Whether `members` hold a value sealed in an earlier layout than the
@@ -472,11 +468,20 @@ pub async fn reseal_stored(
         let mut opened = item.clone();
         open_item(fields, &key, &mut opened, Some(&data_key))
             .map_err(|error| SealError::Refused(error.to_string()))?;
-        let Some(AttributeValue::M(mut members)) = opened.remove(field.name) else {
+        let Some(secrets) = opened
+            .get(field.name)
+            .and_then(|value| secrets_of(value.as_m().ok()?))
+        else {
             continue;
         };
-        seal_members(&data_key, field.name, &key, &mut members)?;
-        item.insert(field.name.to_owned(), AttributeValue::M(members));
+        let mut set: Patch = vec![(field.name, Written::Secrets(secrets))];
+        seal_values(&data_key, field.name, attribute, &key, &mut set)?;
+        for (name, value) in into_attributes(set)
+            .map_err(|error| SealError::Refused(error.to_string()))?
+            .iter()
+        {
+            item.insert((*name).to_owned(), value.clone());
+        }
         names.push(field.name);
     }
     Ok(names)

@@ -201,10 +201,14 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         project_id: Some("p".into()),
         id: "m".into(),
     };
+    // Secrets reach the store's attributes only sealed.
+    let unsealed = patch::into_attributes(mcp_set.clone());
+    assert!(unsealed.is_err());
+    shown.push(format!("{unsealed:?}"));
     let update = Update {
         table: McpServer::TABLE,
         key: key.clone(),
-        set: mcp_set.clone(),
+        set: Default::default(),
         remove: Vec::new(),
         expected_versions: None,
         none_match: None,

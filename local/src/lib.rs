@@ -135,7 +135,7 @@ impl Pending {
 /// it, so those come before 413 and before `100 Continue`.
 async fn route_pending<S: Store>(local: &LocalApi<S>, request: HttpRequest, body: Pending) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
-    let span = agent_server_shared::logging::request_span(&request_id);
+    let span = agent_server_shared::logging::request_span(&request_id, None);
     route_in_span(local, request, body, request_id)
         .instrument(span)
         .await

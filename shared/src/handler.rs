@@ -45,7 +45,7 @@ pub async fn serve<R: Resource, S: Store>(
     request_id: &str,
     cold_start: bool,
 ) -> Response {
-    let span = crate::logging::request_span(request_id);
+    let span = crate::logging::request_span(request_id, Some(R::ROUTE));
     async {
         let started = Instant::now();
         let mut seen = Seen::default();
@@ -72,7 +72,7 @@ pub async fn serve<R: Resource, S: Store>(
                     Err(_) => {
                         // The panic hook has logged the panic; this line ties
                         // it to the request id the caller sees.
-                        tracing::error!(route = R::ROUTE, request_id, "request panicked; answered 500");
+                        tracing::error!(request_id, "request panicked; answered 500");
                         envelope::failure(&ApiError::Internal, request_id)
                     }
                 }
@@ -154,12 +154,12 @@ async fn apply<R: Resource, S: Store>(
     let item = match kind {
         request::BodyKind::Update => {
             let set = patch::parse::<R>(&body, app.settings.policy)?;
-            log_fields::<R>(set.iter().map(|(name, _)| *name));
+            log_fields(set.iter().map(|(name, _)| *name));
             writes::put::<R, S>(app, &context, set, Vec::new(), &mut seen.calls).await?
         }
         request::BodyKind::MergePatch => {
             let patch = merge::parse::<R>(&body, app.settings.policy)?;
-            log_fields::<R>(patch.fields());
+            log_fields(patch.fields());
             // `{}` changes nothing: the record as it is. A patch that merges
             // no object is the partial update a PUT makes (its nulls
             // remove): no read is needed.
@@ -175,7 +175,7 @@ async fn apply<R: Resource, S: Store>(
     let written = item::string(&item, "updated_at").ok().flatten();
     let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written)));
     stored.map_err(|error| {
-        tracing::error!(route = R::ROUTE, %error, "stored item is malformed");
+        tracing::error!(%error, "stored item is malformed");
         ApiError::Internal
     })
 }
@@ -203,8 +203,8 @@ pub fn refused_before_body<R: Resource>(settings: &crate::config::Settings, requ
 /// The DEBUG line naming the fields a request writes: names only, values may
 /// be secrets. Built only when DEBUG is on (tracing evaluates fields after
 /// its level check).
-fn log_fields<R: Resource>(fields: impl Iterator<Item = &'static str>) {
-    tracing::debug!(route = R::ROUTE, fields = ?fields.collect::<Vec<_>>(), "writing");
+fn log_fields(fields: impl Iterator<Item = &'static str>) {
+    tracing::debug!(fields = ?fields.collect::<Vec<_>>(), "writing");
 }
 
 /// What the access log says of one request.

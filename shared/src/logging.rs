@@ -32,10 +32,16 @@ use tracing_subscriber::registry::LookupSpan;
 /// that names the request.
 pub const REQUEST_ID: &str = "request_id";
 
+/// The field, on a function's request span and on every line logged inside
+/// it that does not name its own, that names the route.
+pub const ROUTE: &str = "route";
+
 /// The span a request's work runs in. ERROR level, so it is entered
-/// whatever level logging runs at and every line inside carries the id.
-pub fn request_span(request_id: &str) -> tracing::Span {
-    tracing::error_span!("request", request_id = request_id)
+/// whatever level logging runs at and every line inside carries the id,
+/// and the route where it is known (a function's, not local-api's before
+/// routing).
+pub fn request_span(request_id: &str, route: Option<&str>) -> tracing::Span {
+    tracing::error_span!("request", request_id = request_id, route = route)
 }
 
 /// The target of metrics lines ([`metrics_line`]).
@@ -81,31 +87,36 @@ fn level_filter(level: &str) -> LevelFilter {
     LevelFilter::from_str(level).unwrap_or(LevelFilter::INFO)
 }
 
-/// A request span's id, kept with the span for the formatter.
-struct RequestId(String);
+/// A request span's id and route, kept with the span for the formatter.
+struct RequestId(String, Option<String>);
 
 /// Keeps the `request_id` of each new span ([`request_span`]).
 struct RequestIds;
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for RequestIds {
     fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
-        struct Find(Option<String>);
-        impl Visit for Find {
-            fn record_str(&mut self, field: &Field, value: &str) {
-                if field.name() == REQUEST_ID {
-                    self.0 = Some(value.to_owned());
-                }
-            }
-            fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-                if field.name() == REQUEST_ID {
-                    self.0 = Some(format!("{value:?}"));
+        struct Find(Option<String>, Option<String>);
+        impl Find {
+            fn found(&mut self, field: &Field, value: String) {
+                match field.name() {
+                    REQUEST_ID => self.0 = Some(value),
+                    ROUTE => self.1 = Some(value),
+                    _ => {}
                 }
             }
         }
-        let mut found = Find(None);
+        impl Visit for Find {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                self.found(field, value.to_owned());
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+                self.found(field, format!("{value:?}"));
+            }
+        }
+        let mut found = Find(None, None);
         attributes.record(&mut found);
         if let (Some(request_id), Some(span)) = (found.0, context.span(id)) {
-            span.extensions_mut().insert(RequestId(request_id));
+            span.extensions_mut().insert(RequestId(request_id, found.1));
         }
     }
 }
@@ -142,11 +153,16 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let request_id = context.event_scope().and_then(|scope| {
-            scope
-                .into_iter()
-                .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()))
-        });
+        let (request_id, route) = context
+            .event_scope()
+            .and_then(|scope| {
+                scope.into_iter().find_map(|span| {
+                    span.extensions()
+                        .get::<RequestId>()
+                        .map(|id| (id.0.clone(), id.1.clone()))
+                })
+            })
+            .unzip();
         if event.metadata().target() == METRICS_TARGET {
             let mut document = Document(None);
             event.record(&mut document);
@@ -177,20 +193,28 @@ where
             }
             return writeln!(writer, "}}");
         }
-        let request_id = request_id.filter(|_| event.metadata().fields().field(REQUEST_ID).is_none());
-        let Some(request_id) = request_id else {
+        // What the span names and the line does not.
+        let fields = event.metadata().fields();
+        let added: Vec<(&str, String)> = [(REQUEST_ID, request_id), (ROUTE, route.flatten())]
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value?)))
+            .filter(|(name, _)| fields.field(name).is_none())
+            .collect();
+        if added.is_empty() {
             return self.json.format_event(context, writer, event);
-        };
+        }
         let mut line = String::new();
         self.json.format_event(context, Writer::new(&mut line), event)?;
         // The JSON formatter writes one object and a line break.
-        match line.strip_suffix("}\n") {
-            Some(head) => {
-                let id = serde_json::to_string(&request_id).map_err(|_| fmt::Error)?;
-                writeln!(writer, "{head},\"{REQUEST_ID}\":{id}}}")
-            }
-            None => writer.write_str(&line),
+        let Some(head) = line.strip_suffix("}\n") else {
+            return writer.write_str(&line);
+        };
+        writer.write_str(head)?;
+        for (name, value) in added {
+            let value = serde_json::to_string(&value).map_err(|_| fmt::Error)?;
+            write!(writer, ",\"{name}\":{value}")?;
         }
+        writeln!(writer, "}}")
     }
 }
 
@@ -289,6 +313,7 @@ pub fn init() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tracing::level_filters::LevelFilter as Max;
 
     /// `LevelFilter::current` is the most any live subscriber enables:
@@ -372,7 +397,7 @@ mod tests {
             let lines = Lines::default();
             let writer = lines.clone();
             tracing::subscriber::with_default(subscriber(move || writer.clone(), configured), || {
-                request_span("r-1").in_scope(|| {
+                request_span("r-1", None).in_scope(|| {
                     tracing::info!("an info line");
                     crate::metrics::record(
                         "AgentServer",
@@ -423,27 +448,38 @@ mod tests {
         // At WARN: the span must still be entered.
         tracing::subscriber::with_default(subscriber(move || writer.clone(), "warn"), || {
             tracing::warn!("outside");
-            request_span("id-\"1").in_scope(|| {
+            request_span("id-\"1", Some("/r/{id}")).in_scope(|| {
                 tracing::warn!(reason = "x", "inside");
-                tracing::error!(request_id = "own", "names its own");
+                tracing::error!(request_id = "own", route = "mine", "names its own");
                 tracing::info!("below the level");
+                request_span("inner", None).in_scope(|| tracing::warn!("no route known"));
             });
         });
         let text = lines.text();
         let parsed = lines.parsed();
-        assert_eq!(parsed.len(), 3, "{text}");
+        assert_eq!(parsed.len(), 4, "{text}");
         assert_eq!(parsed[0].get(REQUEST_ID), None);
+        assert_eq!(parsed[0].get(ROUTE), None);
         assert_eq!(parsed[1][REQUEST_ID], "id-\"1");
+        assert_eq!(parsed[1][ROUTE], "/r/{id}");
         assert_eq!(parsed[1]["level"], "WARN");
-        assert_eq!(parsed[2][REQUEST_ID], "own");
-        assert_eq!(text.matches(REQUEST_ID).count(), 2, "{text}");
+        assert_eq!(
+            (&parsed[2][REQUEST_ID], &parsed[2][ROUTE]),
+            (&json!("own"), &json!("mine"))
+        );
+        assert_eq!(
+            (&parsed[3][REQUEST_ID], parsed[3].get(ROUTE)),
+            (&json!("inner"), None)
+        );
+        assert_eq!(text.matches(REQUEST_ID).count(), 3, "{text}");
 
         // A metrics line is its document, led by the timestamp and the
         // least level that passes, as the other lines are.
         let lines = Lines::default();
         let writer = lines.clone();
         tracing::subscriber::with_default(subscriber(move || writer.clone(), "warn"), || {
-            request_span("r-2").in_scope(|| metrics_line(r#"{"_aws":{"Timestamp":1},"Requests":1}"#));
+            request_span("r-2", Some("/r"))
+                .in_scope(|| metrics_line(r#"{"_aws":{"Timestamp":1},"Requests":1}"#));
         });
         let text = lines.text();
         let (head, rest) = text.split_at(text.find(",\"level\"").unwrap_or(0));

@@ -149,6 +149,15 @@ impl Table {
         !matches!(self, Self::ApiKeys)
     }
 
+    /// What the record kind stored here is called (`MCP server`).
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::ApiKeys => ApiKey::NOUN,
+            Self::McpServers => McpServer::NOUN,
+            Self::Models => Model::NOUN,
+        }
+    }
+
     /// The fields of the record kind stored here.
     pub fn fields(self) -> &'static [Field] {
         match self {

@@ -51,7 +51,7 @@ impl Context {
     /// a 500, with nothing written, if `set` holds a secret left unsealed.
     fn update<R: Resource>(&self, set: Patch, remove: Vec<&'static str>) -> Result<Update, ApiError> {
         let set = patch::into_attributes(set).map_err(|error| {
-            tracing::error!(route = R::ROUTE, %error, "nothing written");
+            tracing::error!(%error, "nothing written");
             ApiError::Internal
         })?;
         Ok(Update {
@@ -151,7 +151,7 @@ async fn seal<R: Resource, S: Store>(
     ) {
         add_time(&mut calls.kms, started);
     }
-    sealed.map_err(|error| sealing_failed(R::ROUTE, error))
+    Ok(sealed?)
 }
 
 /// Writes the fields of `set` (and removes those of `remove`) on the record
@@ -183,7 +183,7 @@ pub async fn put<R: Resource, S: Store>(
         let started = Instant::now();
         let written = app.store.update(update).await;
         add_time(&mut calls.dynamodb, started);
-        let item = written.map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
+        let item = written?;
         return opened::<R>(&context.key, item, sealed.data_key.as_ref());
     }
     update.unchanged = no_values::<R>();
@@ -197,13 +197,13 @@ pub async fn put<R: Resource, S: Store>(
         let stored = match written {
             Ok(item) => return opened::<R>(&context.key, item, data_key.as_ref()),
             Err(StoreError::Changed(stored)) => stored,
-            Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
+            Err(error) => return Err(error.into()),
         };
         // The first refusal is the record holding values; a later one,
         // another write changing them meanwhile.
         if refusals > 0 {
             let Some(wait) = context.budget.backoff(refusals - 1) else {
-                return Err(conflict::<R>());
+                return Err(conflict());
             };
             tokio::time::sleep(wait).await;
         }
@@ -237,8 +237,8 @@ async fn hold_key<R: Resource, S: Store>(
     };
     match held {
         Some(key) if key.sealed() == stored_key.as_ref() => {}
-        Some(_) => return Err(conflict::<R>()),
-        None => *held = Some(open_key::<R, S>(app, field, attribute, context, stored, calls).await?),
+        Some(_) => return Err(conflict()),
+        None => *held = Some(open_key::<S>(app, field, attribute, context, stored, calls).await?),
     }
     Ok(true)
 }
@@ -260,7 +260,7 @@ async fn open_stored<R: Resource, S: Store>(
 
 /// Opens the data key `stored` holds in `attribute` for the record's
 /// `field`: the request's one KMS call.
-async fn open_key<R: Resource, S: Store>(
+async fn open_key<S: Store>(
     app: &App<S>,
     field: &'static str,
     attribute: &'static str,
@@ -279,10 +279,10 @@ async fn open_key<R: Resource, S: Store>(
     )
     .await;
     add_time(&mut calls.kms, started);
-    match opened.map_err(|error| sealing_failed(R::ROUTE, error))? {
+    match opened? {
         Some(opened) => Ok(opened),
         None => {
-            tracing::error!(route = R::ROUTE, "stored data key is not binary: nothing written");
+            tracing::error!("stored data key is not binary: nothing written");
             Err(ApiError::Internal)
         }
     }
@@ -292,7 +292,7 @@ async fn open_key<R: Resource, S: Store>(
 /// not as this service writes them ([`seal::check_stored`]).
 fn stored_as_written<R: Resource>(stored: &Item) -> Result<(), ApiError> {
     seal::check_stored(R::FIELDS, stored).map_err(|error| {
-        tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: it is not one this service wrote");
+        tracing::error!(%error, "stored item left unchanged: it is not one this service wrote");
         ApiError::Internal
     })
 }
@@ -300,7 +300,7 @@ fn stored_as_written<R: Resource>(stored: &Item) -> Result<(), ApiError> {
 /// `item` with its sealed values opened by `data_key`.
 fn opened<R: Resource>(key: &Key, mut item: Item, data_key: Option<&DataKey>) -> Result<Item, ApiError> {
     seal::open_item(R::FIELDS, key, &mut item, data_key).map_err(|error| {
-        tracing::error!(route = R::ROUTE, %error, "stored item left unchanged: its sealed values do not open");
+        tracing::error!(%error, "stored item left unchanged: its sealed values do not open");
         ApiError::Internal
     })?;
     Ok(item)
@@ -319,13 +319,8 @@ async fn read_judged<R: Resource, S: Store>(
         .read(R::TABLE, &context.key, context.budget.remaining())
         .await;
     add_time(&mut calls.dynamodb, started);
-    let stored = stored
-        .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?
-        .ok_or(ApiError::NotFound(R::NOUN))?;
-    context
-        .update::<R>(Patch::new(), Vec::new())?
-        .check(&stored)
-        .map_err(|error| store_failed(R::ROUTE, R::NOUN, error))?;
+    let stored = stored?.ok_or(ApiError::NotFound(R::NOUN))?;
+    context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
     Ok(stored)
 }
 
@@ -372,10 +367,9 @@ pub async fn merge<R: Resource, S: Store>(
                 seal::ValuesWrite::Seal => {
                     let key = match &mut data_key {
                         Some(key) => key,
-                        None => data_key.insert(new_key::<R, S>(app, field, context, calls).await?),
+                        None => data_key.insert(new_key::<S>(app, field, context, calls).await?),
                     };
-                    seal::seal_values(key, field, attribute, &context.key, &mut set)
-                        .map_err(|error| sealing_failed(R::ROUTE, error))?;
+                    seal::seal_values(key, field, attribute, &context.key, &mut set)?;
                 }
                 seal::ValuesWrite::Clear => remove.push(attribute),
                 seal::ValuesWrite::Keep => {}
@@ -409,63 +403,59 @@ pub async fn merge<R: Resource, S: Store>(
             }
             Err(StoreError::VersionMismatch { .. } | StoreError::Changed(_)) => {
                 let Some(wait) = context.budget.backoff(tries) else {
-                    return Err(conflict::<R>());
+                    return Err(conflict());
                 };
                 tries += 1;
                 tokio::time::sleep(wait).await;
             }
-            Err(error) => return Err(store_failed(R::ROUTE, R::NOUN, error)),
+            Err(error) => return Err(error.into()),
         }
     }
 }
 
 /// A new data key for the record's `field`: the request's one KMS call.
-async fn new_key<R: Resource, S: Store>(
+async fn new_key<S: Store>(
     app: &App<S>,
     field: &'static str,
     context: &Context,
     calls: &mut Calls,
 ) -> Result<DataKey, ApiError> {
-    let sealer = app
-        .sealer
-        .as_ref()
-        .ok_or_else(|| sealing_failed(R::ROUTE, SealError::NotConfigured))?;
+    let sealer = app.sealer.as_ref().ok_or(SealError::NotConfigured)?;
     let started = Instant::now();
     let made = sealer
         .new_data_key(&seal::context(field, &context.key), context.budget.remaining())
         .await;
     add_time(&mut calls.kms, started);
-    made.map_err(|error| sealing_failed(R::ROUTE, error))
+    Ok(made?)
 }
 
-fn conflict<R: Resource>() -> ApiError {
-    tracing::warn!(
-        route = R::ROUTE,
-        "the record kept changing during the update: nothing written"
-    );
+fn conflict() -> ApiError {
+    tracing::warn!("the record kept changing during the update: nothing written");
     ApiError::Conflict
 }
 
 /// The answer to a call the store refused, with the log line that explains
-/// a 5xx.
-pub fn store_failed(route: &str, noun: &'static str, error: StoreError) -> ApiError {
-    match error {
-        StoreError::NotFound => ApiError::NotFound(noun),
-        StoreError::VersionMismatch { current } => ApiError::PreconditionFailed {
-            current_version: current,
-        },
-        StoreError::Changed(_) => ApiError::Conflict,
-        StoreError::Unavailable(reason) => {
-            tracing::warn!(route, %reason, "database unavailable");
-            ApiError::Unavailable
-        }
-        StoreError::Unreadable(reason) => {
-            tracing::error!(route, %reason, "stored item left unchanged: it is not one this service wrote");
-            ApiError::Internal
-        }
-        StoreError::Internal(reason) => {
-            tracing::error!(route, %reason, "database error");
-            ApiError::Internal
+/// a 5xx (the request's span names the route).
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(table) => Self::NotFound(table.noun()),
+            StoreError::VersionMismatch { current } => Self::PreconditionFailed {
+                current_version: current,
+            },
+            StoreError::Changed(_) => Self::Conflict,
+            StoreError::Unavailable(reason) => {
+                tracing::warn!(%reason, "database unavailable");
+                Self::Unavailable
+            }
+            StoreError::Unreadable(reason) => {
+                tracing::error!(%reason, "stored item left unchanged: it is not one this service wrote");
+                Self::Internal
+            }
+            StoreError::Internal(reason) => {
+                tracing::error!(%reason, "database error");
+                Self::Internal
+            }
         }
     }
 }
@@ -473,15 +463,17 @@ pub fn store_failed(route: &str, noun: &'static str, error: StoreError) -> ApiEr
 /// The answer to a secret that could not be sealed or opened, with the one
 /// log line that explains it: the KMS code, never the key material or the
 /// value.
-pub fn sealing_failed(route: &str, error: SealError) -> ApiError {
-    match error {
-        SealError::Unavailable(reason) => {
-            tracing::warn!(route, %reason, "KMS unavailable: nothing written");
-            ApiError::Unavailable
-        }
-        SealError::Refused(_) | SealError::NotConfigured => {
-            tracing::error!(route, %error, "sealing or opening a secret failed: nothing written");
-            ApiError::Internal
+impl From<SealError> for ApiError {
+    fn from(error: SealError) -> Self {
+        match error {
+            SealError::Unavailable(reason) => {
+                tracing::warn!(%reason, "KMS unavailable: nothing written");
+                Self::Unavailable
+            }
+            SealError::Refused(_) | SealError::NotConfigured => {
+                tracing::error!(%error, "sealing or opening a secret failed: nothing written");
+                Self::Internal
+            }
         }
     }
 }

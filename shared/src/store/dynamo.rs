@@ -277,7 +277,8 @@ impl Store for DynamoStore {
     }
 
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
-        let table = self.tables.name(update.table);
+        let kind = update.table;
+        let table = self.tables.name(kind);
         let key = update.key.attributes();
         // The condition, stated once: rendered for DynamoDB, and what
         // explains a refused write.
@@ -312,7 +313,7 @@ impl Store for DynamoStore {
             Ok(output) => output
                 .attributes
                 .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
-            Err(error) => classify(error, &clauses, &write_id),
+            Err(error) => classify(error, kind, &clauses, &write_id),
         }
     }
 }
@@ -324,6 +325,7 @@ impl Store for DynamoStore {
 /// update's `write_id` is its own earlier attempt, applied: a success.
 fn classify(
     error: SdkError<UpdateItemError, HttpResponse>,
+    table: Table,
     clauses: &[Clause],
     write_id: &str,
 ) -> Result<Item, StoreError> {
@@ -332,7 +334,7 @@ fn classify(
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
     {
         return match &failure.item {
-            None => Err(StoreError::NotFound),
+            None => Err(StoreError::NotFound(table)),
             Some(old) if written_by(old, write_id) => Ok(old.clone()),
             // The rule lets it through only where the two statements of it
             // disagree: report the version, as a precondition would.

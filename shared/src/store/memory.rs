@@ -95,7 +95,7 @@ impl Store for MemoryStore {
         let mut items = self.lock();
         let fields = update.set_names();
         let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
-            return Err(StoreError::NotFound);
+            return Err(StoreError::NotFound(update.table));
         };
         // An earlier attempt of this update was applied (DynamoDB's
         // condition refuses a second one and returns the item as it is).

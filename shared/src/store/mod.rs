@@ -301,7 +301,7 @@ impl Update {
 pub enum StoreError {
     /// No record has this key; nothing was written.
     #[error("record not found")]
-    NotFound,
+    NotFound(Table),
     /// The record's version is not the expected one; nothing was written.
     #[error("version mismatch (stored version {current})")]
     VersionMismatch {

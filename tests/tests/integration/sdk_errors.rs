@@ -107,7 +107,7 @@ async fn a_failed_existence_check_without_an_old_item_is_not_found() {
         UpdateItemError::ConditionalCheckFailedException(ConditionalCheckFailedException::builder().build())
     })
     .await;
-    assert_eq!(outcome, Err(StoreError::NotFound));
+    assert_eq!(outcome, Err(StoreError::NotFound(Table::Models)));
 }
 
 #[tokio::test]

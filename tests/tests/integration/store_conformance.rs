@@ -152,7 +152,7 @@ async fn missing_record_is_not_found_and_nothing_is_created<B: Backend>(backend:
         let key = key(route, &new_id(), &new_id());
         let set = vec![("name", AttributeValue::S("x".into()))];
         let result = backend.update(update(route, key.clone(), set)).await;
-        assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
+        assert_eq!(result, Err(StoreError::NotFound(route.table())), "{route:?}");
         assert_eq!(
             backend.get(route.table(), &key).await,
             None,
@@ -170,7 +170,7 @@ async fn another_projects_record_is_not_found_and_unchanged<B: Backend>(backend:
         let result = backend
             .update(update(route, key(route, &intruder, &id), set))
             .await;
-        assert_eq!(result, Err(StoreError::NotFound), "{route:?}");
+        assert_eq!(result, Err(StoreError::NotFound(route.table())), "{route:?}");
         assert_eq!(
             backend.get(route.table(), &key(route, &owner, &id)).await,
             Some(original)
@@ -328,7 +328,10 @@ async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
             none_match: Some(NoneMatch::Any),
             ..base()
         };
-        assert_eq!(backend.update(absent).await, Err(StoreError::NotFound));
+        assert_eq!(
+            backend.update(absent).await,
+            Err(StoreError::NotFound(route.table()))
+        );
         assert_eq!(backend.get(route.table(), &missing).await, None);
         // Passing preconditions write.
         for passing in [
@@ -453,7 +456,10 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
             },
             ..guarded(vec![0], "missing")
         };
-        assert_eq!(backend.update(missing).await, Err(StoreError::NotFound));
+        assert_eq!(
+            backend.update(missing).await,
+            Err(StoreError::NotFound(route.table()))
+        );
         // An explicit version attribute of 0 matches 0 too.
         original.insert("version".into(), AttributeValue::N("0".into()));
         original.insert("id".into(), AttributeValue::S(new_id()));

@@ -1,20 +1,14 @@
 #!/usr/bin/env bash
-# make validate: openapi.yaml held to its ecosystem's rules, by the linters
-# tools/docs pins (make docs-tools): redocly's recommended rules (the
-# exceptions, each with its reason, in .redocly.lint-ignore.yaml) and Spectral
-# with the OWASP API Security ruleset (.spectral.yaml, with the rules that do
-# not fit turned off, each with its reason). A warning fails as an error does.
+# make validate: openapi.yaml under redocly's recommended rules (exceptions in .redocly.lint-ignore.yaml) and
+# Spectral with the OWASP API Security ruleset (.spectral.yaml); a warning fails as an error does.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bin="$root/tools/docs/node_modules/.bin"
 [[ -x "$bin/redocly" && -x "$bin/spectral" ]] || { echo "openapi-lint: install the linters first: make docs-tools" >&2; exit 1; }
-
-# Redocly sends usage data unless told not to, and checks for updates.
+# No usage data, no update check; the box redocly draws about Node.js versions is noise here.
 export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 status=0
-# Without a config, the recommended rules. The box redocly draws about
-# Node.js versions is noise here.
 output="$("$bin/redocly" lint --extends recommended openapi.yaml 2>&1)" || status=$?
 grep -v '[║╔╚]' <<<"$output" || true
 if [[ $status -ne 0 ]] || grep -qE 'You have [0-9]+ warning' <<<"$output"; then

@@ -1,14 +1,7 @@
-"""Usage: check_emf.py LOG [LOG ...]
-
-Reads JSON log lines and checks every line carrying `_aws` against the
-embedded metric format: the schema beside this file, and what a schema
-cannot state (each dimension a directive names is a string member of the
-root, each metric a number). Also checks this service's own promise: one
-line per access line, with the same request_id, and the Outcome its status
-maps to; and, as on every line, an RFC 3339 `timestamp` and a Lambda
-`level`, without which Lambda's log-level filtering counts the line as
-INFO and drops it above INFO. Prints `emf: N passed, M failed`; exits non-zero on any failure or
-when no metrics line was found (never a silent pass)."""
+"""Usage: check_emf.py LOG [LOG ...]. Each JSON log line carrying `_aws` must fit the embedded metric format (the
+schema beside this file; each directive's dimensions string members of the root, its metrics numbers), carry an RFC
+3339 `timestamp` and a Lambda `level` (else Lambda's log-level filtering drops it), and the Outcome its status maps
+to; one per routed access line, with the same request_id. Exits non-zero on any failure or no metrics line."""
 
 import datetime
 import json
@@ -19,18 +12,13 @@ import jsonschema
 
 OUTCOMES = {200: "updated", 400: "invalid", 405: "invalid", 413: "invalid", 415: "invalid",
             401: "forbidden", 403: "forbidden", 404: "not_found", 412: "conflict", 503: "unavailable"}
-
-
 LEVELS = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
 
 
-def rfc3339(text):
-    """Whether `text` is an RFC 3339 date-time (a T, seconds, an offset)."""
-    if not isinstance(text, str) or len(text) < 20 or text[10] != "T":
-        return False
+def rfc3339(text):  # a T, seconds, an offset
     try:
-        return datetime.datetime.fromisoformat(text).tzinfo is not None
-    except ValueError:
+        return len(text) >= 20 and text[10] == "T" and datetime.datetime.fromisoformat(text).tzinfo is not None
+    except (TypeError, ValueError):
         return False
 
 
@@ -41,10 +29,9 @@ def problems(document, validator):
     if document.get("level") not in LEVELS:
         found.append(f"no level Lambda knows: {document.get('level')!r}")
     for directive in document.get("_aws", {}).get("CloudWatchMetrics", []):
-        for dimension_set in directive.get("Dimensions", []):
-            for name in dimension_set:
-                if not isinstance(document.get(name), str):
-                    found.append(f"dimension {name} is not a string member of the root")
+        for name in (name for dimension_set in directive.get("Dimensions", []) for name in dimension_set):
+            if not isinstance(document.get(name), str):
+                found.append(f"dimension {name} is not a string member of the root")
         for metric in directive.get("Metrics", []):
             value = document.get(metric.get("Name"))
             if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -58,8 +45,7 @@ def problems(document, validator):
 def main(paths):
     schema = json.loads((pathlib.Path(__file__).parent / "emf.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
-    passed = failed = 0
-    access_ids, metric_ids = [], []
+    passed, failed, access_ids, metric_ids = 0, 0, [], []
     for path in paths:
         for line in pathlib.Path(path).read_text(errors="replace").splitlines():
             try:
@@ -68,18 +54,15 @@ def main(paths):
                 continue
             if not isinstance(document, dict):
                 continue
-            if document.get("target") == "access" and document.get("route", "").startswith("/api/agent-server/") \
-                    and "{id}" in document.get("route", ""):
+            route = document.get("route", "")
+            if document.get("target") == "access" and route.startswith("/api/agent-server/") and "{id}" in route:
                 access_ids.append(document.get("request_id"))
-            if "_aws" not in document:
-                continue
-            metric_ids.append(document.get("request_id"))
-            found = problems(document, validator)
-            if found:
-                failed += 1
-                print(f"FAIL {path}: {found}: {line[:300]}")
-            else:
-                passed += 1
+            if "_aws" in document:
+                metric_ids.append(document.get("request_id"))
+                found = problems(document, validator)
+                passed, failed = passed + (not found), failed + bool(found)
+                if found:
+                    print(f"FAIL {path}: {found}: {line[:300]}")
     if sorted(access_ids) != sorted(metric_ids):
         failed += 1
         print(f"FAIL: {len(access_ids)} routed access lines but {len(metric_ids)} metrics lines, or their ids differ")

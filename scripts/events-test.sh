@@ -1,10 +1,5 @@
 #!/usr/bin/env bash
-# make events-test: change events end to end. Starts a DynamoDB Local and a
-# local-api of their own (scripts/with-local-api.sh; the tables get NEW_IMAGE
-# streams at creation, as on AWS), sends updates and rejected requests through
-# the API, reads the tables' streams, and applies each table's pipe from
-# template.yaml (filter and input template) to the real records:
-# tools/events/events_test.py says what it checks. Logs: target/events-test/.
+# make events-test: tools/events/events_test.py against a DynamoDB Local and local-api of its own. Logs: target/events-test/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="$root/.venv/bin/python"

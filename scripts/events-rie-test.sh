@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
-# make events-rie-test: every event in events/<function>/ through that
-# function's real binary (target/debug/<function>) under AWS's Lambda Runtime
-# Interface Emulator, against a DynamoDB Local of its own holding the sample
-# records; each must answer the status its file name starts with. Fails,
-# never skips, if the emulator (from .venv's aws-sam-cli) is missing.
+# make events-rie-test: every events/<fn>/*.json through target/debug/<fn> under the Runtime
+# Interface Emulator; each must answer the status its file name starts with.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/rie.sh

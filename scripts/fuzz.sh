@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
-# make fuzz: each cargo-fuzz target for FUZZ_SECONDS, from the corpus an
-# earlier run left (fuzz/corpus/<target>) and its seeds. Each run's whole
-# output is kept in target/fuzz-<target>.log; at the end one line per
-# target gives its executions and peak RSS, and a finding's panic line and
-# artifact path, so a failing run says what it found without a scroll back.
+# make fuzz: each cargo-fuzz target for FUZZ_SECONDS from its corpus and seeds (logs in
+# target/fuzz-<target>.log), then one line per target: executions, peak RSS, any finding.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root/fuzz"

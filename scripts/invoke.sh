@@ -1,14 +1,7 @@
 #!/usr/bin/env bash
 # make invoke FN=update-model EVENT=events/update-model/200-switch-provider.json
-#
-# Runs one function's real Lambda binary under AWS's Lambda Runtime
-# Interface Emulator (the program `sam local` runs inside its container,
-# shipped in the aws-sam-cli wheel of .venv/), posts EVENT to it, and prints
-# the response and the function's log lines. No Docker.
-#
-# DynamoDB: the DynamoDB Local of `make run` when one listens on
-# $DYNAMODB_PORT (default 8000); otherwise one started here on a free port
-# with the tables and sample records, stopped afterwards.
+# Posts EVENT to FN's real binary under the Lambda Runtime Interface Emulator (no Docker) and
+# prints its log lines and response; uses make run's DynamoDB Local and KMS if they listen.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 fn="${FN:-}"

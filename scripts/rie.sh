@@ -1,9 +1,7 @@
-# Sourced by the scripts that run functions or servers: where AWS's Lambda
-# Runtime Interface Emulator is, how each function is configured under it (as
-# template.yaml configures it on AWS), and loopback ports.
+# Sourced helpers: AWS's Lambda Runtime Interface Emulator and each function's configuration
+# under it (as in template.yaml), the local KMS, loopback ports.
 
-# The emulator for this machine, shipped in .venv's aws-sam-cli wheel; exits
-# (never skips) if it is missing.
+# Prints this machine's emulator (from .venv's aws-sam-cli); exits, never skips, if missing.
 rie_path() {
   local root="$1" arch
   arch="$(uname -m)"; [[ "$arch" == aarch64 ]] && arch=arm64
@@ -13,10 +11,8 @@ rie_path() {
   printf '%s\n' "$rie"
 }
 
-# Starts function $2 (target/debug/$2) under emulator $1 on 127.0.0.1:$3 with
-# its own table's variable only and 128 MB, logging to $4; prints its pid.
-# Each emulator's Runtime API (the function's side) gets a free port of its
-# own, so several emulators can run at once.
+# Starts target/debug/$2 under emulator $1 on 127.0.0.1:$3, logging to $4; prints its pid.
+# Its Runtime API gets a free port of its own, so several emulators can run at once.
 rie_start() {
   local rie="$1" fn="$2" port="$3" log="$4" root table_env
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,10 +31,8 @@ rie_start() {
   echo $!
 }
 
-# Starts a local KMS (tools/kms-local: moto's server) on port $2 (default: a
-# free one), logging to $1; appends its pid to the caller's `pids` array, sets
-# KMS_PID, and exports AWS_ENDPOINT_URL_KMS and SECRETS_KEY_ID (a key created
-# for this run). Fails, never skips, if it does not start.
+# Starts tools/kms-local on port $2 (default: a free one), logging to $1; appends its pid to
+# `pids` and exports KMS_PID, AWS_ENDPOINT_URL_KMS and SECRETS_KEY_ID (a new key).
 kms_start() {
   local log="$1" port="${2:-}" root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,10 +59,8 @@ wait_open() {
   echo "nothing listens on port $1 after 60 s" >&2; return 1
 }
 
-# Starts the three functions under emulator $1, logging to $2/<function>.log;
-# appends their pids to the caller's `pids` array and sets `rie_flags` to
-# local-api's --rie arguments for them. The environment (DynamoDB endpoint,
-# region, credentials, ALLOW_PRIVATE_ENDPOINTS) must be exported first.
+# Starts the three functions under emulator $1 (logs in $2), appends their pids to `pids`,
+# sets `rie_flags` for local-api. Export the AWS environment first.
 rie_start_all() {
   local rie="$1" log_dir="$2" fn port
   rie_flags=()

@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
-# make run: DynamoDB Local on 127.0.0.1:$DYNAMODB_PORT (default 8000), a local
-# KMS (moto's server) on 127.0.0.1:$KMS_PORT (default 4566) with the secrets
-# key, the tables and sample records (the sample api_key and MCP header
-# values sealed), then local-api on $API_ADDR (default 127.0.0.1:3000),
-# behind the JWT authorizer emulation with a secret made for this run
-# (local-api prints development tokens signed with it).
-# With LAMBDA=1 local-api invokes the three real function binaries, each
-# under AWS's Lambda Runtime Interface Emulator, as `sam local start-api`
-# does in containers. Ctrl-C, SIGTERM or SIGHUP stops everything this script
-# started. local-api also serves the API reference at /docs, with Swagger
-# UI's files from tools/docs/node_modules (make docs-tools installs them).
+# make run: DynamoDB Local, a local KMS, the sample records and local-api (JWT authorizer
+# emulated, API reference at /docs); LAMBDA=1 runs the functions under the Runtime Interface
+# Emulator. Ctrl-C, SIGTERM or SIGHUP stops everything this script started.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/rie.sh

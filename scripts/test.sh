@@ -1,27 +1,7 @@
 #!/usr/bin/env bash
-# make test (and CI): every check and test, then the arm64 package, with
-# the machine's cores kept busy. The steps are the make targets docs/testing.md
-# lists, run in that order; three things make it cheaper than running them
-# one by one:
-#
-# - the workspace compiles once for lints and tests alike: every cargo
-#   command below (not the package's) compiles the workspace's own crates
-#   through clippy-driver, the compiler `cargo clippy` runs, with warnings
-#   denied (scripts/clippy-rustc). `make check` would compile every
-#   dependency a second time, in check mode, for the same lints; here
-#   `make build` lints what the tests then run, and a lint stops the run
-#   there;
-# - the tools' installs (uv, npm) run beside that build, under one make -j2;
-# - `make package` (a release build for arm64 with fat LTO, the longest
-#   step) runs in the background from the moment the tools are installed,
-#   at the lowest CPU priority, so it takes mostly the CPU the other steps
-#   leave idle (single-threaded compiles and links, the acceptance runs'
-#   waits on emulators and sockets); disk and memory it still shares. Its
-#   output is in target/package.log, the sizes printed at the end. It
-#   builds with plain rustc, as every shipped binary is built.
-#
-# Any failing step fails the run (the package build is then stopped); at
-# the end each step's wall-clock time is printed.
+# make test (and CI): every check and test in docs/testing.md's order, then the arm64
+# package, built in the background at nice 19 (target/package.log); lints and tests share
+# one build through clippy-driver. Any failing step fails the run; prints each step's time.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -38,11 +18,8 @@ step() {
 }
 
 mkdir -p target
-# The package build needs the tools (cargo-lambda, zig): it starts the
-# moment they are installed, while the workspace still compiles. Job control gives it
-# a process group of its own, so a failing step can stop all of it (cargo,
-# rustc, zig) at once. It reads no terminal: in a group of its own, a
-# prompt would stop it for good and the run would wait forever.
+# Starts once the tools are installed. set -m: its own process group, so a failure stops all
+# of it; </dev/null: in its own group, a prompt would hang the run forever.
 package_log="$root/target/package.log"
 set -m
 bash -c 'until "$@" -q .venv/.installed; do sleep 1; done; exec nice -n 19 "$@" package' \
@@ -51,9 +28,7 @@ package=$!
 set +m
 trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 
-# From here on, cargo compiles the workspace's own crates with
-# scripts/clippy-rustc (clippy-driver, warnings denied); the package build
-# above keeps the environment it was started with.
+# From here on, workspace crates compile through clippy-driver (not the package build above).
 CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"
 [ -x "$CLIPPY_DRIVER" ] || { echo "make test: $CLIPPY_DRIVER not found (rustup component add clippy)" >&2; exit 1; }
 export CLIPPY_DRIVER RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc"

@@ -1,19 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/with-local-api.sh LOG_DIR COMMAND [ARG...]
-#
-# Starts a DynamoDB Local and a local-api (target/debug/local-api, built
-# beforehand) of their own on free ports, loads the sample records
-# (local/src/samples.rs), runs COMMAND with API_URL set to the local-api's
-# base URL, API_TOKEN to a bearer token granting every project,
-# DYNAMODB_URL to the DynamoDB Local endpoint, and the local KMS's
-# AWS_ENDPOINT_URL_KMS, SECRETS_KEY_ID and KMS_PID, and stops them all, whatever
-# COMMAND's outcome. Exits with COMMAND's
-# status; fails at once if either server does not start. The servers' logs
-# go to LOG_DIR. Used by make api-test, make clients and make events-test.
-#
-# With LAMBDA=1, local-api invokes the three real function binaries
-# (target/debug/update-*, built beforehand), each under AWS's Lambda Runtime
-# Interface Emulator, instead of running their code itself.
+# Runs COMMAND against a DynamoDB Local, local KMS and local-api of its own (logs in LOG_DIR;
+# LAMBDA=1: functions under the RIE), then stops them; exits with COMMAND's status.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [[ $# -ge 2 ]] || { echo "usage: $0 LOG_DIR COMMAND [ARG...]" >&2; exit 2; }
@@ -35,14 +23,11 @@ trap cleanup EXIT
 pids+=($!)
 wait_open "$dynamodb_port" || { tail -n 20 "$log_dir/dynamodb-local.log" >&2; exit 1; }
 
-# The JWT authorizer emulation, with a secret made for this run; COMMAND
-# gets a token granting every project (API_TOKEN) and the secret, to mint
-# narrower ones (target/debug/local-api token --jwt-secret ...).
+# COMMAND gets a token granting every project (API_TOKEN) and this run's secret, to mint others.
 jwt_secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynamodb_port" AWS_REGION=us-east-1 \
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local ALLOW_PRIVATE_ENDPOINTS=true
-# A local KMS seals api_key and MCP header values; COMMAND gets its endpoint (AWS_ENDPOINT_URL_KMS),
-# the key (SECRETS_KEY_ID) and its pid (KMS_PID, to stop it mid-run).
+# COMMAND also gets AWS_ENDPOINT_URL_KMS, SECRETS_KEY_ID and KMS_PID (to stop the KMS mid-run).
 kms_start "$log_dir/kms-local.log"
 rie_flags=()
 if [[ "${LAMBDA:-}" == 1 ]]; then

@@ -23,7 +23,8 @@ CHANGE_PIPES = {"ApiKeysTable": ("ApiKeysChangePipe", "API key updated"),
 # The allow-list: each detail field comes from one attribute of the new image, of one type. Every
 # event has every field but project_id, which API keys lack; nothing else of the record may reach it.
 EVENT_FIELDS = {field: f"$.dynamodb.NewImage.{field}.{kind}" for field, kind in [("id", "S"), ("project_id", "S"),
-                ("version", "N"), ("updated_at", "S"), ("updated_by", "S"), ("updated_fields", "SS")]}
+                ("version", "N"), ("updated_at", "S"), ("updated_by", "S"), ("updated_fields", "SS"),
+                ("idempotency_key", "S")]}
 # Unquoted in brackets, [<path>]: a set renders [[...]], an absent one []. Others are "<path>" ("" if absent).
 LIST_FIELDS = {"updated_fields"}
 # Changes to a rendered detail that the schema must refuse, as no pipe renders them.

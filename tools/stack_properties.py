@@ -35,7 +35,9 @@ logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 # What each role's user calls, on which resource: every grant present, and none
 # beyond them (X-Ray's, which take no resource, aside). A pipe's needs are its
 # stream, the tables' key (through DynamoDB), its bus and its dead-letter queue.
-TABLE = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:DescribeTable"]
+TABLE = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"]
+# A keyed update's outcome: read with the record, kept in its transaction, each function's own only.
+KEPT = (["dynamodb:BatchGetItem", "dynamodb:PutItem"], "IdempotencyTable")
 LOGS = ["logs:CreateLogStream", "logs:PutLogEvents"]
 STREAM = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -48,11 +50,11 @@ def pipe_needs(table):
 
 GRANTS = {
     "UpdateApiKeyFunction": [(TABLE, "ApiKeysTable"), (["kms:Encrypt", "kms:DescribeKey"], "SecretsKey"),
-                             (LOGS, "UpdateApiKeyLogs")],
+                             (LOGS, "UpdateApiKeyLogs"), KEPT],
     "UpdateMcpServerFunction": [(TABLE, "McpServersTable"),
                                 (["kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),
-                                (LOGS, "UpdateMcpServerLogs")],
-    "UpdateModelFunction": [(TABLE, "ModelsTable"), (LOGS, "UpdateModelLogs")],
+                                (LOGS, "UpdateMcpServerLogs"), KEPT],
+    "UpdateModelFunction": [(TABLE, "ModelsTable"), (LOGS, "UpdateModelLogs"), KEPT],
     "ApiKeysChangePipe": pipe_needs("ApiKeysTable"),
     "McpServersChangePipe": pipe_needs("McpServersTable"),
     "ModelsChangePipe": pipe_needs("ModelsTable"),
@@ -203,6 +205,13 @@ def permission_problems(name, props, apis, allowed):
     return []
 
 
+def own_keys(function):
+    """The condition that holds a function to its own items of the kept outcomes: those whose key
+    starts with its binary's name (shared/src/request/idempotency.rs, kept_key)."""
+    binary = function.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{binary}#*"]}}
+
+
 def listed(value):
     return [value] if isinstance(value, str) else list(value or [])
 
@@ -237,6 +246,8 @@ def grants(template):
             if s.get("Effect") != "Allow":
                 continue
             on = set(refs(s.get("Resource")))
+            if KEPT[1] in on and own_keys(resources[user]) != s.get("Condition"):
+                problems.append(f"{user}'s role reaches {KEPT[1]} beyond its own items")
             for action in listed(s.get("Action")):
                 allowed = (action in XRAY and listed(s.get("Resource")) == ["*"]) or any(
                     action in actions and on == {resource} for actions, resource in needs)

@@ -1,16 +1,17 @@
-//! Creates the three tables with their documented key schemas and loads
-//! the sample records: what `make run` and the tests do to DynamoDB Local.
+//! Creates the three tables with their documented key schemas, and the
+//! table of outcomes kept under idempotency keys, and loads the sample
+//! records: what `make run` and the tests do to DynamoDB Local.
 
 use std::time::{Duration, Instant};
 
 use agent_server_shared::Table;
 use agent_server_shared::seal::{self, Sealer};
-use agent_server_shared::store::TableNames;
+use agent_server_shared::store::{TableNames, kept};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
-    StreamViewType,
+    StreamViewType, TimeToLiveSpecification,
 };
 
 use crate::samples;
@@ -77,6 +78,56 @@ pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), S
             Err(error) => return Err(failed(format!("create table {name}"), error)),
         }
     }
+    create_kept_outcomes(client, &tables.idempotency).await
+}
+
+/// The table of outcomes kept under idempotency keys, as template.yaml
+/// gives it: keyed by `key`, expiring by `expires_at`.
+async fn create_kept_outcomes(client: &Client, name: &str) -> Result<(), SetupError> {
+    let created = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(kept::KEY)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(|e| failed("define attribute", e))?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(kept::KEY)
+                .key_type(KeyType::Hash)
+                .build()
+                .map_err(|e| failed("define key", e))?,
+        )
+        .send()
+        .await;
+    match created {
+        Ok(_) => {}
+        Err(error)
+            if error
+                .as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            return Ok(());
+        }
+        Err(error) => return Err(failed(format!("create table {name}"), error)),
+    }
+    client
+        .update_time_to_live()
+        .table_name(name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(kept::EXPIRES_AT)
+                .build()
+                .map_err(|e| failed("define time to live", e))?,
+        )
+        .send()
+        .await
+        .map_err(|e| failed(format!("set the time to live of {name}"), e))?;
     Ok(())
 }
 

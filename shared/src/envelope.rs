@@ -143,6 +143,10 @@ fn render<T: Serialize>(status: u16, envelope: &T) -> Response {
     response
 }
 
+/// The header a replayed outcome carries (`true`): the answer is the one
+/// kept under the request's `Idempotency-Key`, and nothing was written.
+pub const IDEMPOTENT_REPLAYED: header::HeaderName = header::HeaderName::from_static("idempotent-replayed");
+
 /// Sets (replaces) the header `name` of `response` to `value`, if it is a
 /// valid header value.
 pub fn set_header(response: &mut Response, name: header::HeaderName, value: &str) {

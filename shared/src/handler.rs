@@ -18,7 +18,7 @@ use crate::merge;
 use crate::metrics::{self, Calls, Measurement};
 use crate::patch;
 use crate::records::Resource;
-use crate::request;
+use crate::request::{self, idempotency};
 use crate::store::{Key, Store};
 use crate::writes;
 use crate::{Request, Response};
@@ -65,8 +65,13 @@ pub async fn serve<R: Resource, S: Store>(
                 .catch_unwind()
                 .await;
                 match handled {
-                    Ok(Ok((record, version, written))) => {
-                        envelope::success(R::UPDATED, record, &version, written.as_deref())
+                    Ok(Ok((record, version, written, replayed))) => {
+                        let mut response =
+                            envelope::success(R::UPDATED, record, &version, written.as_deref());
+                        if replayed {
+                            envelope::set_header(&mut response, envelope::IDEMPOTENT_REPLAYED, "true");
+                        }
+                        response
                     }
                     Ok(Err(error)) => envelope::failure(&error, request_id),
                     Err(_) => {
@@ -132,7 +137,7 @@ async fn apply<R: Resource, S: Store>(
     caller: &Caller,
     request: &Request,
     seen: &mut Seen<'_>,
-) -> Result<(R, String, Option<String>), ApiError> {
+) -> Result<(R, String, Option<String>, bool), ApiError> {
     // The record's key first (400), then who may change it (403) whatever
     // the request holds, so a caller without a grant learns nothing of the
     // body rules; then the rest of the request (400, 413, 415). A request
@@ -141,6 +146,7 @@ async fn apply<R: Resource, S: Store>(
     seen.key = Some(key.clone());
     authorize(caller, &key)?;
     let preconditions = request::preconditions(request)?;
+    let idempotency_key = request::idempotency_key(request)?;
     let kind = request::BodyKind::of(request);
     let body = request::json_body(request, kind)?;
     // Every AWS call shares one budget, bounded by the invocation's
@@ -151,33 +157,69 @@ async fn apply<R: Resource, S: Store>(
         principal: caller.principal.clone(),
         budget: Budget::start(Budget::deadline_of(request.context())),
     };
-    let item = match kind {
-        request::BodyKind::Update => {
+    // A keyed write keeps its outcome, and a retry of it answers that.
+    let keyed = idempotency_key.map(|key| writes::Keyed {
+        kept_key: idempotency::kept_key(
+            R::FUNCTION,
+            caller.principal.as_deref(),
+            R::ROUTE,
+            &context.key,
+            &key,
+        ),
+        fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key),
+        published: crate::logging::escaped(key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
+    });
+    let calls = &mut seen.calls;
+    let (item, replayed) = match (kind, keyed) {
+        (request::BodyKind::Update, keyed) => {
             let set = patch::parse::<R>(&body, app.settings.policy)?;
             log_fields(set.iter().map(|(name, _)| *name));
-            writes::put::<R, S>(app, &context, set, Vec::new(), &mut seen.calls).await?
+            match keyed {
+                Some(keyed) => {
+                    let write = writes::Write::Put(set, Vec::new());
+                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
+                }
+                None => (
+                    writes::put::<R, S>(app, &context, set, Vec::new(), calls).await?,
+                    false,
+                ),
+            }
         }
-        request::BodyKind::MergePatch => {
+        (request::BodyKind::MergePatch, keyed) => {
             let patch = merge::parse::<R>(&body, app.settings.policy)?;
             log_fields(patch.fields());
-            // `{}` changes nothing: the record as it is. A patch that merges
-            // no object is the partial update a PUT makes (its nulls
-            // remove): no read is needed.
-            match patch.as_update() {
-                _ if patch.is_empty() => writes::current::<R, S>(app, &context, &mut seen.calls).await?,
-                Some((set, remove)) => {
-                    writes::put::<R, S>(app, &context, set, remove, &mut seen.calls).await?
+            // `{}` changes nothing: the record as it is, nothing kept. A
+            // patch that merges no object is the partial update a PUT makes
+            // (its nulls remove): no read is needed.
+            match (patch.as_update(), keyed) {
+                _ if patch.is_empty() => (writes::current::<R, S>(app, &context, calls).await?, false),
+                (Some((set, remove)), None) => (
+                    writes::put::<R, S>(app, &context, set, remove, calls).await?,
+                    false,
+                ),
+                (None, None) => (writes::merge::<R, S>(app, &context, &patch, calls).await?, false),
+                (Some((set, remove)), Some(keyed)) => {
+                    let write = writes::Write::Put(set, remove);
+                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
                 }
-                None => writes::merge::<R, S>(app, &context, &patch, &mut seen.calls).await?,
+                (None, Some(keyed)) => {
+                    let write = writes::Write::Merge(&patch);
+                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
+                }
             }
         }
     };
     let written = item::string(&item, "updated_at").ok().flatten();
-    let stored = item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written)));
+    let stored =
+        item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written, replayed)));
     stored.map_err(|error| {
         tracing::error!(%error, "stored item is malformed");
         ApiError::Internal
     })
+}
+
+fn outcome(outcome: writes::Outcome) -> (crate::item::Item, bool) {
+    (outcome.item, outcome.replayed)
 }
 
 /// Whether `caller` may change the record `key`: a 403 otherwise.

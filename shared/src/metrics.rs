@@ -51,7 +51,7 @@ impl Outcome {
     pub fn of_status(status: u16) -> Self {
         match status {
             200 => Self::Updated,
-            400 | 405 | 413 | 415 => Self::Invalid,
+            400 | 405 | 413 | 415 | 422 => Self::Invalid,
             401 | 403 => Self::Forbidden,
             404 => Self::NotFound,
             409 | 412 => Self::Conflict,

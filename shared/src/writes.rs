@@ -17,6 +17,8 @@
 //! Either way a request makes at most one KMS call, at most two DynamoDB
 //! calls per try, and writes nothing when its answer is not 200.
 
+mod keyed;
+
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -32,6 +34,8 @@ use crate::records::{Resource, Sealing};
 use crate::request::Preconditions;
 use crate::seal::{self, DataKey, SealError, Sealed};
 use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
+
+pub use keyed::{IDEMPOTENCY_KEY, Keyed, Outcome, Write, write as keyed};
 
 /// What a write knows of the request besides its fields.
 #[derive(Debug, Clone)]
@@ -68,6 +72,12 @@ impl Context {
             updated_by: self.principal.clone(),
             budget: self.budget.remaining(),
             unchanged: Vec::new(),
+        })
+        .map(|mut update| {
+            // A write without a key leaves no earlier write's key on the
+            // record (its change event would carry it).
+            update.remove.push(IDEMPOTENCY_KEY);
+            update
         })
     }
 
@@ -443,7 +453,7 @@ impl From<StoreError> for ApiError {
             StoreError::VersionMismatch { current } => Self::PreconditionFailed {
                 current_version: current,
             },
-            StoreError::Changed(_) => Self::Conflict,
+            StoreError::Changed(_) | StoreError::Contended | StoreError::KeyTaken => Self::Conflict,
             StoreError::Unavailable(reason) => {
                 tracing::warn!(%reason, "database unavailable");
                 Self::Unavailable

@@ -58,12 +58,14 @@ def principal(token):
     return urllib.parse.quote(sub, safe=PRINCIPAL_AS_IS, encoding="utf-8")
 
 
-def put(path, body, project=None, token=None, if_match=None, method="PUT"):
+def put(path, body, project=None, token=None, if_match=None, method="PUT", key=None):
     """PUT (or PATCH, a merge patch) through the API: (status, the ETag's version or None, envelope)."""
     headers = {"Content-Type": "application/merge-patch+json" if method == "PATCH" else "application/json",
                "Authorization": f"Bearer {token or os.environ['API_TOKEN']}"}
     if if_match is not None:
         headers["If-Match"] = if_match
+    if key is not None:
+        headers["Idempotency-Key"] = key
     url = os.environ["API_URL"].rstrip("/") + path + (f"?project_id={project}" if project else "")
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method=method)
     try:
@@ -167,11 +169,23 @@ def main():
         lacking = [value for value in holds if value not in json.dumps(image)]
         if lacking:
             raise AssertionError(f"the record lacks {lacking}: the leak check would prove nothing")
+        key = options.get("key")
+        published = urllib.parse.quote(key.strip('"').replace('\\"', '"'), safe=PRINCIPAL_AS_IS) if key else ""
         expected = {"id": record_id, "version": version, "updated_at": envelope["data"]["updated_at"],
-                    "updated_by": principal(token or os.environ["API_TOKEN"]), "updated_fields": [sorted(body)]}
+                    "updated_by": principal(token or os.environ["API_TOKEN"]), "updated_fields": [sorted(body)],
+                    "idempotency_key": published}
         if project:
             expected["project_id"] = project
         return f"version {version}; " + check_event(pipes_by_table[table], record, expected, validator)
+
+    def replayed(key):
+        answered, _, envelope = put(ROUTES["ModelsTable"] + MODEL_ID, {"name": NAME}, PROJECT_ID, key=key)
+        if answered != 200:
+            raise AssertionError(f"status {answered}: {json.dumps(envelope)}")
+        records = written()
+        if any(records.values()):
+            raise AssertionError(f"a replay wrote stream records: {records}")
+        return "200, no record"
 
     def changed_outside():
         pipe, updated_at = pipes_by_table["McpServersTable"], pipes.utc_now()
@@ -185,7 +199,7 @@ def main():
         if "updated_by" in image or "updated_fields" in image:
             raise AssertionError("the item still has updated_by or updated_fields: the check would prove nothing")
         expected = {"id": MCP_SERVER_ID, "project_id": PROJECT_ID, "version": image["version"]["N"],
-                    "updated_at": updated_at, "updated_by": "", "updated_fields": []}
+                    "updated_at": updated_at, "updated_by": "", "updated_fields": [], "idempotency_key": ""}
         return check_event(pipe, record, expected, validator)
 
     step("loading the samples (INSERTs) is not announced", loading_is_not_announced)
@@ -203,6 +217,10 @@ def main():
     for what, sub in HOSTILE_SUBJECTS.items():
         step(f"200 on a model by a caller whose sub holds {what} (valid JSON, allow-listed members only)", request,
              "ModelsTable", MODEL_ID, {"name": NAME}, 200, PROJECT_ID, token=token_for(PROJECT_ID, sub))
+    for key in (f"retry-{RUN}", f'"retry-{RUN}-\\"quoted\\"%"'):
+        step(f"200 on a model with Idempotency-Key {key} (the event carries it)", request, "ModelsTable", MODEL_ID,
+             {"name": NAME}, 200, PROJECT_ID, key=key)
+        step(f"its retry answers again and writes no record", replayed, key)
     step('an MCP server changed outside the API: updated_by "", updated_fields []', changed_outside)
     for status, why, record_id, body, options in [
             (412, "a stale If-Match", MODEL_ID, {"name": NAME}, {"if_match": '"1"'}),

@@ -141,13 +141,15 @@ def render(template, record):
 
 
 def sample_record(table, with_writer=True):
-    """A MODIFY record of `table` as a pipe receives it, with or without updated_by and updated_fields."""
+    """A MODIFY record of `table` as a pipe receives it, with or without updated_by, updated_fields and
+    idempotency_key."""
     image = {"id": {"S": "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"}, "version": {"N": "2"},
              "updated_at": {"S": "2026-01-02T03:04:05.678Z"}, "name": {"S": "a name"}}
     if table != "ApiKeysTable":
         image["project_id"] = {"S": "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"}
     if with_writer:
-        image.update(updated_by={"S": "arn:aws:iam::123456789012:user/someone"}, updated_fields={"SS": ["name"]})
+        image.update(updated_by={"S": "arn:aws:iam::123456789012:user/someone"}, updated_fields={"SS": ["name"]},
+                     idempotency_key={"S": "retry-1%22"})
     return {"eventID": "1", "eventName": "MODIFY", "dynamodb": {"Keys": {"id": image["id"]}, "NewImage": image},
             "eventSourceARN": f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/x"}
 

@@ -10,7 +10,7 @@ import sys
 
 import jsonschema
 
-OUTCOMES = {200: "updated", 400: "invalid", 405: "invalid", 413: "invalid", 415: "invalid",
+OUTCOMES = {200: "updated", 400: "invalid", 405: "invalid", 413: "invalid", 415: "invalid", 422: "invalid",
             401: "forbidden", 403: "forbidden", 404: "not_found", 412: "conflict", 503: "unavailable"}
 LEVELS = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
 

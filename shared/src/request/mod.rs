@@ -7,6 +7,7 @@
 //! `rawQueryString` (so a repeated `project_id` is visible), and the body
 //! already base64-decoded.
 
+pub mod idempotency;
 pub mod media;
 pub mod preconditions;
 
@@ -17,6 +18,7 @@ use crate::error::{ApiError, FieldError, Unsupported};
 use crate::ids::parse_uuid;
 use crate::json;
 use crate::store::{Key, Table};
+pub use idempotency::{IdempotencyKey, idempotency_key};
 pub use media::{BodyKind, MERGE_PATCH_TYPE, PATCH_TYPES};
 pub use preconditions::{MAX_IF_MATCH_TAGS, Preconditions, preconditions};
 

@@ -1,4 +1,6 @@
-//! The DynamoDB store: one `UpdateItem` per update.
+//! The DynamoDB store: one `UpdateItem` per update; with an idempotency
+//! key, one `BatchGetItem` for the record and its key, and one
+//! `TransactWriteItems` for the update and the outcome kept.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -6,12 +8,18 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError;
 use aws_sdk_dynamodb::operation::get_item::GetItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
 
 use super::{
-    Clause, Expected, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, judge, written_by,
+    Clause, Expected, Kept, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, judge, kept,
+    written_by,
 };
 use crate::budget::{self, Failure, TIME_BUDGET};
 use crate::item::{self, Item, MAX_VERSION};
@@ -240,7 +248,175 @@ fn listed(
     placeholders.join(", ")
 }
 
+/// A request the SDK's builder refused to build: a bug here, never input.
+fn unbuildable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(format!("request not built: {error}"))
+}
+
+/// A client call bounded by `budget`.
+fn within(budget: Duration) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::new().timeout_config(budget::timeout_config(budget))
+}
+
 impl Store for DynamoStore {
+    async fn read_keyed(
+        &self,
+        table: Table,
+        key: &Key,
+        kept_key: &str,
+        budget: Duration,
+    ) -> Result<(Option<Item>, Option<Kept>), StoreError> {
+        if budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        let records = self.tables.name(table);
+        let outcomes = &self.tables.idempotency;
+        let keys = |key: HashMap<String, AttributeValue>| {
+            KeysAndAttributes::builder()
+                .keys(key)
+                .consistent_read(true)
+                .build()
+                .map_err(unbuildable)
+        };
+        let kept_item_key = HashMap::from([(kept::KEY.to_string(), AttributeValue::S(kept_key.into()))]);
+        let output = self
+            .client
+            .batch_get_item()
+            .request_items(records, keys(key.attributes())?)
+            .request_items(outcomes, keys(kept_item_key)?)
+            .customize()
+            .config_override(within(budget))
+            .send()
+            .await;
+        let output = output.map_err(|error| {
+            match budget::failure(&error, |error| {
+                matches!(
+                    error,
+                    BatchGetItemError::ProvisionedThroughputExceededException(_)
+                        | BatchGetItemError::RequestLimitExceeded(_)
+                        | BatchGetItemError::ThrottlingException(_)
+                        | BatchGetItemError::InternalServerError(_)
+                )
+            }) {
+                Failure::Unavailable(reason) => StoreError::Unavailable(reason),
+                Failure::Refused(reason) => StoreError::Internal(reason),
+            }
+        })?;
+        // Keys DynamoDB did not get to (throttled within the batch).
+        if output
+            .unprocessed_keys
+            .as_ref()
+            .is_some_and(|keys| !keys.is_empty())
+        {
+            return Err(StoreError::Unavailable(
+                "BatchGetItem left keys unprocessed".into(),
+            ));
+        }
+        let mut responses = output.responses.unwrap_or_default();
+        let record = responses
+            .remove(records)
+            .and_then(|items| items.into_iter().next());
+        let kept = match responses
+            .remove(outcomes)
+            .and_then(|items| items.into_iter().next())
+        {
+            None => None,
+            Some(item) => Some(Kept::from_item(&item).ok_or_else(|| {
+                StoreError::Unreadable("the outcome kept under the key is not one this service wrote".into())
+            })?),
+        };
+        Ok((record, kept))
+    }
+
+    async fn update_keeping(&self, update: Update, kept: Kept) -> Result<(), StoreError> {
+        let kind = update.table;
+        let clauses = update.clauses();
+        let write_id = update.write_id.clone();
+        let time = update.budget;
+        if time.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        let key = update.key.attributes();
+        let expression = Expression::of(update, &clauses);
+        let record = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(self.tables.name(kind))
+            .set_key(Some(key))
+            .update_expression(expression.update)
+            .condition_expression(expression.condition)
+            .set_expression_attribute_names(Some(expression.names))
+            .set_expression_attribute_values(Some(expression.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(unbuildable)?;
+        // Kept unless an unexpired outcome is kept under the key already.
+        let outcome = Put::builder()
+            .table_name(&self.tables.idempotency)
+            .set_item(Some(kept.to_item()))
+            .condition_expression("attribute_not_exists(#key) OR #expires_at <= :kept_at")
+            .expression_attribute_names("#key", kept::KEY)
+            .expression_attribute_names("#expires_at", kept::EXPIRES_AT)
+            .expression_attribute_values(":kept_at", AttributeValue::N(kept.kept_at.to_string()))
+            .build()
+            .map_err(unbuildable)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(record).build())
+            .transact_items(TransactWriteItem::builder().put(outcome).build())
+            // The SDK's retry of an applied transaction is answered as a
+            // success instead of applied again.
+            .client_request_token(&write_id)
+            .customize()
+            .config_override(within(time))
+            .send()
+            .await;
+        let Err(error) = result else {
+            return Ok(());
+        };
+        if let SdkError::ServiceError(context) = &error
+            && let TransactWriteItemsError::TransactionCanceledException(canceled) = context.err()
+        {
+            let reasons = canceled.cancellation_reasons();
+            let code = |n: usize| reasons.get(n).and_then(|reason| reason.code());
+            return match (code(0), code(1)) {
+                (Some("ConditionalCheckFailed"), _) => match reasons.first().and_then(|reason| reason.item())
+                {
+                    Some(old) if written_by(old, &write_id) => Ok(()),
+                    Some(old) => Err(judge(&clauses, old).err().unwrap_or(StoreError::Contended)),
+                    // Missing, or DynamoDB kept the item to itself: a read tells.
+                    None => Err(StoreError::Contended),
+                },
+                (_, Some("ConditionalCheckFailed")) => Err(StoreError::KeyTaken),
+                (Some("TransactionConflict"), _) | (_, Some("TransactionConflict")) => {
+                    Err(StoreError::Contended)
+                }
+                _ => Err(StoreError::Unavailable(format!(
+                    "transaction canceled: {}",
+                    reasons
+                        .iter()
+                        .filter_map(|reason| reason.code())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            };
+        }
+        Err(
+            match budget::failure(&error, |error| {
+                matches!(
+                    error,
+                    TransactWriteItemsError::ProvisionedThroughputExceededException(_)
+                        | TransactWriteItemsError::RequestLimitExceeded(_)
+                        | TransactWriteItemsError::ThrottlingException(_)
+                        | TransactWriteItemsError::InternalServerError(_)
+                        | TransactWriteItemsError::TransactionInProgressException(_)
+                )
+            }) {
+                Failure::Unavailable(reason) => StoreError::Unavailable(reason),
+                Failure::Refused(reason) => StoreError::Internal(reason),
+            },
+        )
+    }
+
     async fn read(&self, table: Table, key: &Key, budget: Duration) -> Result<Option<Item>, StoreError> {
         if budget.is_zero() {
             return Err(StoreError::Unavailable("time budget exhausted".into()));

@@ -6,16 +6,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use super::{Key, Store, StoreError, Table, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, written_by};
+use super::{Kept, Key, Store, StoreError, Table, Update, applied, written_by};
 use crate::item::Item;
-use crate::number::Decimal;
 
-/// Records kept in a map, guarded by a mutex so updates are atomic.
+/// Records kept in a map, guarded by a mutex so updates are atomic; the
+/// outcomes kept under idempotency keys in another.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     items: Mutex<HashMap<(Table, Key), Item>>,
+    kept: Mutex<HashMap<String, Kept>>,
     calls: AtomicUsize,
 }
 
@@ -45,6 +44,17 @@ impl MemoryStore {
         self.calls.load(Ordering::SeqCst)
     }
 
+    /// The outcome kept under `key`, if any (expired or not).
+    pub fn kept(&self, key: &str) -> Option<Kept> {
+        self.kept_lock().get(key).cloned()
+    }
+
+    fn kept_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Table, Key), Item>> {
         // A panic while holding the lock cannot leave an item half-written
         // (each update swaps whole values), so a poisoned map is still sound.
@@ -52,25 +62,6 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// `version + 1` as DynamoDB would write it, for the versions
-/// [`item::updatable`] lets through: whole numbers, and the plain decimal
-/// fractions another writer might have stored.
-fn next_version(version: Option<&AttributeValue>) -> Option<String> {
-    let text = match version {
-        None => return Some("1".into()),
-        Some(AttributeValue::N(text)) => text,
-        Some(_) => return None,
-    };
-    let canonical = Decimal::parse(text)?.canonical();
-    let (whole, fraction) = canonical.split_once('.').unwrap_or((&canonical, ""));
-    let whole = whole.parse::<u128>().ok()?.checked_add(1)?;
-    Some(if fraction.is_empty() {
-        whole.to_string()
-    } else {
-        format!("{whole}.{fraction}")
-    })
 }
 
 impl Store for MemoryStore {
@@ -93,7 +84,6 @@ impl Store for MemoryStore {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
         }
         let mut items = self.lock();
-        let fields = update.set_names();
         let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
             return Err(StoreError::NotFound(update.table));
         };
@@ -104,22 +94,47 @@ impl Store for MemoryStore {
         }
         // What DynamoDB's condition refuses.
         update.check(stored)?;
-        let next = next_version(stored.get("version"))
-            .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;
-        stored.insert(UPDATED_FIELDS.into(), AttributeValue::Ss(fields));
-        match update.updated_by {
-            Some(principal) => stored.insert(UPDATED_BY.into(), AttributeValue::S(principal)),
-            None => stored.remove(UPDATED_BY),
-        };
-        for (name, value) in update.set {
-            stored.insert(name.to_string(), value);
-        }
-        for name in update.remove {
-            stored.remove(name);
-        }
-        stored.insert("updated_at".into(), AttributeValue::S(update.now));
-        stored.insert("version".into(), AttributeValue::N(next));
-        stored.insert(WRITE_ID.into(), AttributeValue::S(update.write_id));
+        *stored = applied(&update, stored)?;
         Ok(stored.clone())
+    }
+
+    async fn read_keyed(
+        &self,
+        table: Table,
+        key: &Key,
+        kept: &str,
+        budget: std::time::Duration,
+    ) -> Result<(Option<Item>, Option<Kept>), StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        let items = self.lock();
+        let record = items.get(&(table, key.clone())).cloned();
+        let kept = self.kept_lock().get(kept).cloned();
+        Ok((record, kept))
+    }
+
+    async fn update_keeping(&self, update: Update, kept: Kept) -> Result<(), StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if update.budget.is_zero() {
+            return Err(StoreError::Unavailable("time budget exhausted".into()));
+        }
+        // Both locks for the whole transaction: both writes or neither.
+        let mut items = self.lock();
+        let mut outcomes = self.kept_lock();
+        if outcomes
+            .get(&kept.key)
+            .is_some_and(|earlier| earlier.expires_at > kept.kept_at)
+        {
+            return Err(StoreError::KeyTaken);
+        }
+        let Some(stored) = items.get_mut(&(update.table, update.key.clone())) else {
+            return Err(StoreError::NotFound(update.table));
+        };
+        update.check(stored)?;
+        *stored = applied(&update, stored)?;
+        outcomes.insert(kept.key.clone(), kept);
+        Ok(())
     }
 }

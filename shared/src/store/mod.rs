@@ -6,6 +6,7 @@
 //! runs against both so they cannot drift.
 
 mod dynamo;
+pub mod kept;
 #[cfg(feature = "memory-store")]
 mod memory;
 
@@ -17,6 +18,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 pub use crate::budget::{MAX_ATTEMPTS, TIME_BUDGET};
 pub use dynamo::DynamoStore;
+pub use kept::{Kept, applied};
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
@@ -33,7 +35,14 @@ pub struct TableNames {
     pub mcp_servers: String,
     /// Models (`MODELS_TABLE`).
     pub models: String,
+    /// The outcomes kept under idempotency keys (`IDEMPOTENCY_TABLE`).
+    pub idempotency: String,
 }
+
+/// The environment variable naming the table of kept outcomes.
+pub const IDEMPOTENCY_TABLE_VAR: &str = "IDEMPOTENCY_TABLE";
+/// Its local name.
+pub const IDEMPOTENCY_TABLE_DEFAULT: &str = "agent-server-idempotency";
 
 impl TableNames {
     /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE` and `MODELS_TABLE`,
@@ -53,6 +62,9 @@ impl TableNames {
             api_keys: table(Table::ApiKeys),
             mcp_servers: table(Table::McpServers),
             models: table(Table::Models),
+            idempotency: lookup(IDEMPOTENCY_TABLE_VAR)
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| IDEMPOTENCY_TABLE_DEFAULT.into()),
         }
     }
 
@@ -72,6 +84,7 @@ impl Default for TableNames {
             api_keys: Table::ApiKeys.default_name().into(),
             mcp_servers: Table::McpServers.default_name().into(),
             models: Table::Models.default_name().into(),
+            idempotency: IDEMPOTENCY_TABLE_DEFAULT.into(),
         }
     }
 }
@@ -322,6 +335,14 @@ pub enum StoreError {
     /// try again on.
     #[error("the record is not as it was read")]
     Changed(StoredItem),
+    /// Another request kept an outcome under the same idempotency key
+    /// first; nothing was written.
+    #[error("the idempotency key was taken meanwhile")]
+    KeyTaken,
+    /// The record changed, or another transaction held it, while the
+    /// transaction ran; nothing was written, and a fresh read may try again.
+    #[error("the record was contended")]
+    Contended,
     /// Anything else (missing table, bad credentials, corrupt item).
     #[error("database error: {0}")]
     Internal(String),
@@ -466,6 +487,34 @@ pub trait Store: Send + Sync {
     /// item. Also sets `updated_at` and increments `version`.
     fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send;
 
+    /// The record `key` of `table` and the outcome kept under `kept`, as
+    /// they are now, in one call (strongly consistent), within `budget`. A
+    /// store that keeps no outcomes (a test's) reads the record alone.
+    fn read_keyed(
+        &self,
+        table: Table,
+        key: &Key,
+        kept: &str,
+        budget: Duration,
+    ) -> impl Future<Output = Result<(Option<Item>, Option<Kept>), StoreError>> + Send {
+        let _ = kept;
+        async move { Ok((self.read(table, key, budget).await?, None)) }
+    }
+
+    /// Applies `update` (as [`Store::update`]) and keeps `kept` in one
+    /// transaction: both or neither. [`StoreError::KeyTaken`] if an
+    /// unexpired outcome is kept under its key already. The new item is
+    /// [`applied`] to the item the update's condition holds it to. A store
+    /// that keeps no outcomes (a test's) refuses, writing nothing.
+    fn update_keeping(
+        &self,
+        update: Update,
+        kept: Kept,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (update, kept);
+        async { Err(StoreError::Internal("this store keeps no outcomes".into())) }
+    }
+
     /// The item with `key` in `table` as it is now (a strongly consistent
     /// read, one call), or `None`; within `budget`. What a merge patch is
     /// applied to.
@@ -480,6 +529,24 @@ pub trait Store: Send + Sync {
 impl<S: Store> Store for &S {
     fn update(&self, update: Update) -> impl Future<Output = Result<Item, StoreError>> + Send {
         (**self).update(update)
+    }
+
+    fn read_keyed(
+        &self,
+        table: Table,
+        key: &Key,
+        kept: &str,
+        budget: Duration,
+    ) -> impl Future<Output = Result<(Option<Item>, Option<Kept>), StoreError>> + Send {
+        (**self).read_keyed(table, key, kept, budget)
+    }
+
+    fn update_keeping(
+        &self,
+        update: Update,
+        kept: Kept,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).update_keeping(update, kept)
     }
 
     fn read(

@@ -14,6 +14,7 @@ mod events;
 mod fail_closed;
 mod faults;
 mod handlers;
+mod idempotency;
 mod lambda_events;
 mod load;
 mod local_api;

@@ -60,12 +60,6 @@ struct Route {
     fields: Vec<&'static str>,
     read_only: Vec<&'static str>,
     scoped: bool,
-    /// Whether a PUT may meet a record whose sealed values' data key is
-    /// replaced under it (409).
-    reads_sealed_values: bool,
-    /// Whether a PATCH may merge an object into a field (a read, then a
-    /// write that may find the record changed: 409).
-    merges: bool,
     /// The fields a merge patch's `null` removes.
     removable: Vec<&'static str>,
     /// Field names of the record as the service serialises it, in order.
@@ -94,15 +88,6 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
             .collect(),
         read_only: R::read_only(),
         scoped: R::TABLE.scoped_by_project(),
-        reads_sealed_values: R::FIELDS.iter().any(|field| {
-            matches!(
-                field.sealing(),
-                Some(agent_server_shared::records::Sealing::Values { .. })
-            )
-        }),
-        merges: R::FIELDS
-            .iter()
-            .any(|field| field.rule().is_some_and(agent_server_shared::merge::removable)),
         removable: R::FIELDS
             .iter()
             .filter(|field| field.rule().is_some_and(agent_server_shared::merge::removable))
@@ -218,6 +203,8 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         ApiError::PayloadTooLarge,
         ApiError::UnsupportedMediaType(agent_server_shared::error::Unsupported::NotJson),
         ApiError::InvalidIfNoneMatch(FieldError::new("If-None-Match", "invalid_if_none_match", "m")),
+        ApiError::InvalidIdempotencyKey(FieldError::new("Idempotency-Key", "invalid_idempotency_key", "m")),
+        ApiError::IdempotencyKeyReused,
         ApiError::Unavailable,
         ApiError::Internal,
     ];
@@ -227,11 +214,11 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
     {
         let operation = &doc["paths"][route.path][method];
         assert!(operation.is_object(), "{method} {} is not documented", route.path);
-        let may_conflict = route.reads_sealed_values || (method == "patch" && route.merges);
+        // Every route may answer 409: a keyed write is conditioned on the
+        // record as read, and tried again while it keeps changing.
         let returned: Vec<&ApiError> = errors
             .iter()
             .filter(|e| route.scoped || !matches!(e, ApiError::InvalidProjectId(_)))
-            .filter(|e| may_conflict || !matches!(e, ApiError::Conflict))
             .collect();
         let mut expected: BTreeSet<String> = returned.iter().map(|e| e.status().to_string()).collect();
         expected.insert("200".into());
@@ -271,9 +258,17 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
             expected.push("project_id".into());
         }
         // The preconditions the service reads (request::preconditions).
-        expected.extend(["If-Match", "If-None-Match", "If-Unmodified-Since"].map(String::from));
+        expected.extend(
+            [
+                "If-Match",
+                "If-None-Match",
+                "If-Unmodified-Since",
+                "Idempotency-Key",
+            ]
+            .map(String::from),
+        );
         assert_eq!(parameters, expected, "{}", route.path);
-        for header in ["ETag", "Last-Modified"] {
+        for header in ["ETag", "Last-Modified", "Idempotent-Replayed"] {
             let documented = &operation["responses"]["200"]["headers"][header];
             assert!(
                 documented.is_object(),
@@ -655,4 +650,47 @@ fn the_string_patterns_agree_with_the_rules_on_every_character() {
         checked += 1;
     }
     assert!(checked > 12_000, "{checked}");
+}
+
+/// The Idempotency-Key parameter's pattern admits exactly the keys the
+/// service takes: a client that validates with it sends no key the service
+/// refuses, and none it refuses is taken.
+#[test]
+fn the_idempotency_key_pattern_is_the_service_s() {
+    use integration_tests::events::Event;
+    let doc = document();
+    let parameter = &doc["components"]["parameters"]["IdempotencyKey"];
+    let fits = matcher(&parameter["schema"]);
+    let taken = |value: &str| {
+        let event = Event::put(
+            integration_tests::Route::Models,
+            "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01",
+            None,
+        )
+        .header("Idempotency-Key", value);
+        agent_server_shared::request::idempotency_key(&event.request()).is_ok_and(|key| key.is_some())
+    };
+    let mut values: Vec<String> = (0x21u8..0x7f)
+        .flat_map(|c| {
+            let c = char::from(c);
+            [
+                format!("{c}"),
+                format!("a{c}b"),
+                format!("{c}ab"),
+                format!("\"{c}\""),
+                format!("\"a{c}\""),
+                format!("\"\\{c}\""),
+            ]
+        })
+        .collect();
+    values.extend([
+        "k".repeat(255),
+        "k".repeat(256),
+        format!("\"{}\"", "k".repeat(255)),
+        format!("\"{}\"", "k".repeat(256)),
+    ]);
+    values.extend([r#""\\""#, r#""\"x""#, "\"\"", "\"", "a\""].map(String::from));
+    for value in &values {
+        assert_eq!(fits(value), taken(value), "{value:?}");
+    }
 }

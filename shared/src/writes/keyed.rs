@@ -1,0 +1,223 @@
+//! A write under an `Idempotency-Key`: one read of the record and of the
+//! key's kept outcome, then the update and its outcome in one transaction,
+//! so an outcome is kept if and only if its update was written. A retry
+//! answers the kept outcome and writes nothing.
+
+use std::time::Instant;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{Context, add_time, conflict, new_key, open_stored, opened, seal, values_as_read, values_field};
+use crate::App;
+use crate::error::ApiError;
+use crate::item::Item;
+use crate::merge::{self, MergePatch};
+use crate::metrics::Calls;
+use crate::patch::Patch;
+use crate::records::Resource;
+use crate::request::idempotency::KEPT_SECONDS;
+use crate::seal::{self as sealing, DataKey};
+use crate::store::{Expected, Kept, Store, StoreError, VERSION, applied};
+
+/// The stored attribute naming the key of the write that last wrote a
+/// record (in its published form), for its change event; a write without
+/// a key removes it.
+pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
+
+/// What a keyed request brings besides its write.
+#[derive(Debug, Clone)]
+pub struct Keyed {
+    /// Where its outcome is kept ([`crate::request::idempotency::kept_key`]).
+    pub kept_key: String,
+    /// What makes a retry the same request.
+    pub fingerprint: String,
+    /// The key as the record and its change event carry it.
+    pub published: String,
+}
+
+/// What a keyed request writes.
+pub enum Write<'a> {
+    /// A `PUT`, or a `PATCH` that merges no object: the fields to set and
+    /// remove.
+    Put(Patch, Vec<&'static str>),
+    /// A `PATCH` that merges an object into a field.
+    Merge(&'a MergePatch),
+}
+
+/// The answer: the record (its sealed values open), and whether it is an
+/// outcome kept earlier, replayed.
+pub struct Outcome {
+    /// The record as written.
+    pub item: Item,
+    /// Whether the answer is a kept outcome.
+    pub replayed: bool,
+}
+
+/// Writes `write` under `keyed` and keeps its outcome, or answers the
+/// outcome kept under the key: 422 if that was another request. Each try is
+/// one read and one transaction, conditioned on the record as read; a try
+/// that loses to another write reads again after a jittered wait while the
+/// budget lasts (then 409), and one that loses the key to a concurrent
+/// request with it answers that request's outcome. At most one KMS call.
+pub async fn write<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    keyed: &Keyed,
+    write: Write<'_>,
+    calls: &mut Calls,
+) -> Result<Outcome, ApiError> {
+    // The record's data key once opened, or the one made for this write.
+    let mut data_key: Option<DataKey> = None;
+    // A PUT's own secrets are sealed once, whatever the tries.
+    let (put, patch) = match write {
+        Write::Put(mut set, mut remove) => {
+            let sealed =
+                seal::<R, S>(app, &context.key, &mut set, &mut remove, &context.budget, calls).await?;
+            data_key = sealed.data_key;
+            (Some((set, remove)), None)
+        }
+        Write::Merge(patch) => (None, Some(patch)),
+    };
+    let mut tries = 0;
+    loop {
+        let started = Instant::now();
+        let read = app
+            .store
+            .read_keyed(
+                R::TABLE,
+                &context.key,
+                &keyed.kept_key,
+                context.budget.remaining(),
+            )
+            .await;
+        add_time(&mut calls.dynamodb, started);
+        let (stored, kept) = read?;
+        let now = chrono::Utc::now().timestamp();
+        if let Some(kept) = kept.filter(|kept| kept.expires_at > now) {
+            if kept.fingerprint != keyed.fingerprint {
+                return Err(ApiError::IdempotencyKeyReused);
+            }
+            let item = open_stored::<R, S>(app, context, &kept.record, &mut None, calls).await?;
+            return Ok(Outcome { item, replayed: true });
+        }
+        let stored = stored.ok_or(ApiError::NotFound(R::NOUN))?;
+        // The preconditions, judged on the record read: they hold through
+        // the transaction's condition on it.
+        context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
+        let (set, remove) = match (&put, patch) {
+            (Some((set, remove)), _) => {
+                // Values the write keeps are answered opened.
+                if keeps_values::<R>(set, remove) {
+                    open_stored::<R, S>(app, context, &stored, &mut data_key, calls).await?;
+                }
+                (set.clone(), remove.clone())
+            }
+            (None, Some(patch)) => merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?,
+            (None, None) => return Err(ApiError::Internal),
+        };
+        let mut update = context.update::<R>(set, remove)?;
+        update.expected_versions = None;
+        update.none_match = None;
+        update.unmodified_before = None;
+        update.unchanged = values_as_read::<R>(&stored);
+        update
+            .unchanged
+            .push((VERSION, Expected::as_read(stored.get(VERSION))));
+        update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
+        update
+            .set
+            .push((IDEMPOTENCY_KEY, AttributeValue::S(keyed.published.clone())));
+        let written = applied(&update, &stored)?;
+        let kept = Kept {
+            key: keyed.kept_key.clone(),
+            fingerprint: keyed.fingerprint.clone(),
+            record: shown::<R>(&written),
+            kept_at: now,
+            expires_at: now + KEPT_SECONDS,
+        };
+        let started = Instant::now();
+        let result = app.store.update_keeping(update, kept).await;
+        add_time(&mut calls.dynamodb, started);
+        match result {
+            Ok(()) => {
+                let key = values_field::<R>().and_then(|(_, attribute)| match written.get(attribute) {
+                    Some(AttributeValue::B(_)) => data_key.as_ref(),
+                    _ => None,
+                });
+                let item = opened::<R>(&context.key, written, key)?;
+                return Ok(Outcome {
+                    item,
+                    replayed: false,
+                });
+            }
+            // A concurrent request with the key won: its outcome is read next.
+            Err(StoreError::KeyTaken) if tries == 0 => {}
+            // The record changed since it was read (the preconditions were
+            // judged on that read, so only its version can differ).
+            Err(
+                StoreError::KeyTaken
+                | StoreError::Contended
+                | StoreError::Changed(_)
+                | StoreError::VersionMismatch { .. },
+            ) => {
+                let Some(wait) = context.budget.backoff(tries) else {
+                    return Err(conflict());
+                };
+                tokio::time::sleep(wait).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+        tries += 1;
+    }
+}
+
+/// Whether a write of `set` and `remove` keeps `R`'s sealed values as they
+/// are (neither sets nor removes them).
+fn keeps_values<R: Resource>(set: &Patch, remove: &[&'static str]) -> bool {
+    values_field::<R>()
+        .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field))
+}
+
+/// `patch` applied to `stored` (its sealed values opened, their key held
+/// in `data_key`), checked, and what it sets sealed.
+async fn merged<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    patch: &MergePatch,
+    stored: &Item,
+    data_key: &mut Option<DataKey>,
+    calls: &mut Calls,
+) -> Result<(Patch, Vec<&'static str>), ApiError> {
+    let record = open_stored::<R, S>(app, context, stored, data_key, calls).await?;
+    let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
+    let (mut set, mut remove) = (merged.set, merged.remove);
+    if let Some((field, attribute)) = values_field::<R>() {
+        match sealing::values_write(&set, &remove, field) {
+            sealing::ValuesWrite::Seal => {
+                let key = match data_key {
+                    Some(key) => key,
+                    None => data_key.insert(new_key::<S>(app, field, context, calls).await?),
+                };
+                sealing::seal_values(key, field, attribute, &context.key, &mut set)?;
+            }
+            sealing::ValuesWrite::Clear => remove.push(attribute),
+            sealing::ValuesWrite::Keep => {}
+        }
+    }
+    Ok((set, remove))
+}
+
+/// What of the record as written a replay answers with: everything but
+/// the write-only fields (`api_key`), which no answer shows.
+fn shown<R: Resource>(written: &Item) -> Item {
+    let write_only: Vec<&str> = R::FIELDS
+        .iter()
+        .filter(|field| matches!(field.access, crate::records::Access::WriteOnly(_)))
+        .map(|field| field.name)
+        .collect();
+    written
+        .iter()
+        .filter(|(name, _)| !write_only.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}

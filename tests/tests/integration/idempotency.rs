@@ -1,0 +1,459 @@
+//! `Idempotency-Key` (retries that write once), on the memory store and on
+//! DynamoDB Local: a retry answers the kept outcome and writes nothing; a
+//! key is the caller's and the record's; another request under it is 422;
+//! concurrent requests with one key write once; a lost response, retried
+//! through a proxy that dropped it, gets the original answer; nothing is
+//! kept for a request that failed; an expired outcome is as none.
+
+use std::sync::Arc;
+
+use agent_server_shared::item::{self, Item};
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::{Key, MemoryStore, Store, TableNames, kept};
+use agent_server_shared::{App, Response};
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::events::Event;
+use integration_tests::{
+    Route, body_json, client, dynamo_app, dynamo_local, get_item, http, memory_app, put_item, serve_local_api,
+};
+use serde_json::{Value, json};
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A fresh record of `route` on `app`'s store (memory, or DynamoDB Local).
+async fn seed(route: Route, store: Seed<'_>) -> Key {
+    let (project, id) = (new_id(), new_id());
+    match store {
+        Seed::Memory(memory) => {
+            memory.put(route.table(), route.item(&project, &id));
+        }
+        Seed::Dynamo => {
+            put_item(
+                &client(&dynamo_local().await.endpoint),
+                route.table(),
+                route.item(&project, &id),
+            )
+            .await
+        }
+    }
+    Key {
+        project_id: route.scoped().then_some(project),
+        id,
+    }
+}
+
+enum Seed<'a> {
+    Memory(&'a MemoryStore),
+    Dynamo,
+}
+
+fn keyed(route: Route, key: &Key, idempotency_key: &str, body: &Value) -> Event {
+    Event::put(route, &key.id, key.project_id.as_deref())
+        .header("Idempotency-Key", idempotency_key)
+        .json(body)
+}
+
+fn summary(response: &Response) -> (u16, Value, Option<String>, Option<String>) {
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    (
+        response.status().as_u16(),
+        body_json(response),
+        header("etag"),
+        header("last-modified"),
+    )
+}
+
+async fn stored<S: Store>(app: &App<S>, route: Route, key: &Key) -> Item {
+    app.store
+        .read(route.table(), key, std::time::Duration::from_secs(3))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{route:?}: record missing"))
+}
+
+async fn each_route<S: Store>(app: &App<S>, memory: Option<&MemoryStore>) {
+    for route in Route::ALL {
+        let key = seed(route, memory.map_or(Seed::Dynamo, Seed::Memory)).await;
+        let body = route.full_body();
+        let first = route
+            .call(app, keyed(route, &key, "retry-1", &body).request())
+            .await;
+        let (status, envelope, etag, modified) = summary(&first);
+        assert_eq!(status, 200, "{route:?}: {envelope}");
+        assert_eq!(first.headers().get("idempotent-replayed"), None);
+        let written = stored(app, route, &key).await;
+        assert_eq!(item::version(&written), Ok(1));
+
+        // The retry: the same answer, marked, and nothing written.
+        let retry = route
+            .call(app, keyed(route, &key, "\"retry-1\"", &body).request())
+            .await;
+        assert_eq!(
+            summary(&retry),
+            (200, envelope.clone(), etag.clone(), modified.clone()),
+            "{route:?}"
+        );
+        assert_eq!(retry.headers()["idempotent-replayed"], "true");
+        assert_eq!(
+            stored(app, route, &key).await,
+            written,
+            "{route:?}: a replay wrote"
+        );
+
+        // The same key with another request: 422, nothing written.
+        let other = route
+            .call(
+                app,
+                keyed(route, &key, "retry-1", &json!({"name": "Other"})).request(),
+            )
+            .await;
+        assert_eq!(other.status().as_u16(), 422, "{route:?}");
+        assert_eq!(
+            body_json(&other)["errorDetails"]["code"],
+            "idempotency_key_reused"
+        );
+        let preconditioned = keyed(route, &key, "retry-1", &body).header("If-Match", "\"1\"");
+        assert_eq!(
+            route.call(app, preconditioned.request()).await.status().as_u16(),
+            422
+        );
+        assert_eq!(stored(app, route, &key).await, written);
+
+        // The key is the caller's and the record's: another caller, or
+        // another record, runs anew.
+        let other_caller =
+            keyed(route, &key, "retry-1", &body).iam_arn("arn:aws:iam::123456789012:user/other");
+        let answer = route.call(app, other_caller.request()).await;
+        assert_eq!(
+            (
+                answer.status().as_u16(),
+                answer.headers().get("idempotent-replayed")
+            ),
+            (200, None)
+        );
+        assert_eq!(item::version(&stored(app, route, &key).await), Ok(2));
+        let elsewhere = seed(route, memory.map_or(Seed::Dynamo, Seed::Memory)).await;
+        let answer = route
+            .call(app, keyed(route, &elsewhere, "retry-1", &body).request())
+            .await;
+        assert_eq!(
+            (
+                answer.status().as_u16(),
+                answer.headers().get("idempotent-replayed")
+            ),
+            (200, None)
+        );
+
+        // Without a key nothing is kept, and the key leaves the record.
+        let plain = Event::put(route, &key.id, key.project_id.as_deref()).json(&body);
+        assert_eq!(route.call(app, plain.request()).await.status().as_u16(), 200);
+        assert_eq!(stored(app, route, &key).await.get("idempotency_key"), None);
+    }
+}
+
+#[tokio::test]
+async fn a_retry_answers_the_kept_outcome_on_the_memory_store() {
+    let app = memory_app(Policy::default());
+    // The store outlives the app's borrow: leak it for the test's life.
+    let app: &'static App<MemoryStore> = Box::leak(Box::new(app));
+    each_route(app, Some(&app.store)).await;
+}
+
+#[tokio::test]
+async fn a_retry_answers_the_kept_outcome_on_dynamodb_local() {
+    let app = dynamo_app(Policy::default()).await;
+    each_route(&app, None).await;
+    // The kept outcome has its time to live, 24 hours on.
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let items = dynamo
+        .scan()
+        .table_name(TableNames::default().idempotency)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(0));
+    assert!(!items.is_empty());
+    for item in items {
+        let expires = item[kept::EXPIRES_AT]
+            .as_n()
+            .ok()
+            .and_then(|n| n.parse::<i64>().ok())
+            .unwrap_or(0);
+        let at = item[kept::KEPT_AT]
+            .as_n()
+            .ok()
+            .and_then(|n| n.parse::<i64>().ok())
+            .unwrap_or(0);
+        assert_eq!(expires - at, 24 * 60 * 60);
+        assert!(at <= now && at > now - 600);
+        // No answer shows api_key, and none is kept.
+        assert!(
+            item[kept::RECORD]
+                .as_m()
+                .is_ok_and(|record| !record.contains_key("api_key"))
+        );
+    }
+}
+
+/// Requests with one key at once: one writes, the others answer its
+/// outcome (or lose the record's race and are told to retry), never a
+/// second write.
+#[tokio::test]
+async fn concurrent_requests_with_one_key_write_once() {
+    let app = Arc::new(dynamo_app(Policy::default()).await);
+    let route = Route::Models;
+    let key = seed(route, Seed::Dynamo).await;
+    let body = json!({"name": "Raced", "parameters": {"a": 1}});
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (app, key, body) = (app.clone(), key.clone(), body.clone());
+            tokio::spawn(async move {
+                summary(
+                    &route
+                        .call(&app, keyed(route, &key, "race", &body).request())
+                        .await,
+                )
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("task"));
+    }
+    let written = stored(&app, route, &key).await;
+    assert_eq!(item::version(&written), Ok(1), "{answers:?}");
+    for (status, envelope, etag, _) in &answers {
+        match status {
+            200 => assert_eq!(etag.as_deref(), Some("\"1\""), "{envelope}"),
+            409 => assert_eq!(envelope["errorDetails"]["code"], "conflict"),
+            other => panic!("{other}: {envelope}"),
+        }
+    }
+    assert!(answers.iter().filter(|(status, ..)| *status == 200).count() >= 1);
+}
+
+/// A request that failed keeps nothing: its retry runs again. An invalid
+/// key is refused before any database call.
+#[tokio::test]
+async fn failures_keep_nothing_and_invalid_keys_cost_nothing() {
+    let app = memory_app(Policy::default());
+    let route = Route::Models;
+    let key = seed(route, Seed::Memory(&app.store)).await;
+    let body = json!({"name": "Later"});
+    let stale = || keyed(route, &key, "k-412", &body).header("If-Match", "\"7\"");
+    assert_eq!(route.call(&app, stale().request()).await.status().as_u16(), 412);
+    assert_eq!(route.call(&app, stale().request()).await.status().as_u16(), 412);
+    // Both ran (a read each), and nothing was kept.
+    let fresh = keyed(route, &key, "k-412", &body).header("If-Match", "\"0\"");
+    let answer = route.call(&app, fresh.request()).await;
+    assert_eq!(answer.status().as_u16(), 200, "{}", body_json(&answer));
+    assert_eq!(answer.headers().get("idempotent-replayed"), None);
+
+    let before = app.store.calls();
+    for bad in ["a b", "\"open", "a,b", "\"\"", &"k".repeat(256)] {
+        let answer = route.call(&app, keyed(route, &key, bad, &body).request()).await;
+        assert_eq!(answer.status().as_u16(), 400, "{bad:?}");
+        assert_eq!(
+            body_json(&answer)["errorDetails"]["code"],
+            "invalid_idempotency_key"
+        );
+    }
+    assert_eq!(app.store.calls(), before, "an invalid key reached the store");
+}
+
+/// An outcome past its 24 hours is as none, whether or not DynamoDB's time
+/// to live has deleted it yet: the request runs again.
+#[tokio::test]
+async fn an_expired_outcome_is_as_none() {
+    let app = dynamo_app(Policy::default()).await;
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let route = Route::Models;
+    let key = seed(route, Seed::Dynamo).await;
+    let body = json!({"name": "Once"});
+    assert_eq!(
+        route
+            .call(&app, keyed(route, &key, "old", &body).request())
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+    // Age every kept outcome of this record by a day and a second.
+    let outcomes = TableNames::default().idempotency;
+    let items = dynamo
+        .scan()
+        .table_name(&outcomes)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let mine: Vec<_> = items
+        .into_iter()
+        .filter(|item| {
+            item[kept::RECORD]
+                .as_m()
+                .is_ok_and(|record| record.get("id") == Some(&AttributeValue::S(key.id.clone())))
+        })
+        .collect();
+    assert_eq!(mine.len(), 1);
+    for mut item in mine {
+        let aged = |name: &str| {
+            let n = item[name]
+                .as_n()
+                .ok()
+                .and_then(|n| n.parse::<i64>().ok())
+                .unwrap_or(0);
+            AttributeValue::N((n - 24 * 60 * 60 - 1).to_string())
+        };
+        let (expires, at) = (aged(kept::EXPIRES_AT), aged(kept::KEPT_AT));
+        item.insert(kept::EXPIRES_AT.into(), expires);
+        item.insert(kept::KEPT_AT.into(), at);
+        dynamo
+            .put_item()
+            .table_name(&outcomes)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("age");
+    }
+    let again = route.call(&app, keyed(route, &key, "old", &body).request()).await;
+    assert_eq!(
+        (
+            again.status().as_u16(),
+            again.headers().get("idempotent-replayed")
+        ),
+        (200, None)
+    );
+    assert_eq!(item::version(&stored(&app, route, &key).await), Ok(2));
+    // And the new outcome is kept in its place: a retry replays it.
+    let retry = route.call(&app, keyed(route, &key, "old", &body).request()).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(retry.headers()["etag"], "\"2\"");
+}
+
+/// A response lost on the way back (a proxy in front of local-api forwards
+/// the request and drops the answer), retried with the same key: the
+/// original 200 and ETag, and exactly one write.
+#[tokio::test]
+async fn a_lost_response_retried_gets_the_original_answer() {
+    let app = Arc::new(dynamo_app(Policy::default()).await);
+    let (api, _server) = serve_local_api(app.clone(), std::future::pending::<()>()).await;
+    let proxy = dropping_proxy(api.trim_start_matches("http://").to_string()).await;
+    let route = Route::McpServers;
+    let key = seed(route, Seed::Dynamo).await;
+    let url = |base: &str| {
+        format!(
+            "{base}/api/agent-server/mcp-servers/{}?project_id={}",
+            key.id,
+            key.project_id.as_deref().unwrap_or_default()
+        )
+    };
+    let body = json!({"name": "Renamed", "headers": {"Authorization": "Bearer lost"}}).to_string();
+    let headers = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "lost-1"),
+    ];
+    // The first answer never arrives.
+    assert!(send_raw(&proxy, &url(""), &headers, &body).await.is_none());
+    let written = get_item(&client(&dynamo_local().await.endpoint), route.table(), &key)
+        .await
+        .expect("item");
+    assert_eq!(item::version(&written), Ok(1), "the lost request was not written");
+    let retry = http("PUT", &url(&format!("http://{proxy}")), &headers, body.clone()).await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(retry.headers["etag"], "\"1\"");
+    assert_eq!(retry.body["data"]["name"], "Renamed");
+    assert_eq!(
+        retry.body["data"]["headers"],
+        json!({"Authorization": "Bearer lost"})
+    );
+    let after = get_item(&client(&dynamo_local().await.endpoint), route.table(), &key)
+        .await
+        .expect("item");
+    assert_eq!(after, written, "the retry wrote");
+}
+
+/// A TCP proxy to `upstream` that drops the answer to the first connection
+/// it carries (closing it once the answer began), and carries every later
+/// one whole. Its address.
+async fn dropping_proxy(upstream: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut downstream, _)) = listener.accept().await {
+            let Ok(mut up) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            if std::mem::take(&mut first) {
+                tokio::spawn(async move {
+                    let mut buffer = vec![0; 64 * 1024];
+                    let (mut down_read, mut down_write) = downstream.split();
+                    let (mut up_read, mut up_write) = up.split();
+                    // The request goes through; the answer is read and thrown away.
+                    let request = async {
+                        let mut chunk = vec![0; 64 * 1024];
+                        while let Ok(n @ 1..) = down_read.read(&mut chunk).await {
+                            if up_write.write_all(&chunk[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        () = request => {}
+                        _ = up_read.read(&mut buffer) => {}
+                    }
+                    let _ = down_write.shutdown().await;
+                });
+            } else {
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut downstream, &mut up).await;
+                });
+            }
+        }
+    });
+    address
+}
+
+/// One HTTP/1.1 request over a fresh connection to `address`: its answer's
+/// status, or `None` when the connection closed without one.
+async fn send_raw(address: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let mut request = format!(
+        "PUT {path} HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("connection: close\r\n\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&answer);
+    text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+}

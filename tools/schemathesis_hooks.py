@@ -31,11 +31,14 @@ def flatmap_case(context, case):
 
 
 def stated_by_no_pattern(body, error):
-    """A field refusal no pattern can state: the host rules on a non-public endpoint, or text whose only candidate
-    visible characters (or noncharacters) lie beyond U+FFFF, where JSON Schema's regexes see surrogates."""
+    """A field refusal no schema can state: the host rules on a non-public endpoint, header names equal regardless
+    of case, or text whose only candidate visible characters (or noncharacters) lie beyond U+FFFF, where JSON
+    Schema's regexes see surrogates."""
     value = body.get(error.get("field")) if isinstance(body, dict) else None
     if error.get("code") in {"forbidden_host", "private_host"}:
         return error.get("field") == "endpoint" and other_endpoint(body) is not None
+    if error.get("code") == "duplicate_name":  # names unique regardless of case: no schema states it
+        return str(error.get("field")).startswith("headers.")
     return error.get("code") in {"blank", "noncharacter"} and isinstance(value, str) and max(value, default="") > "\uffff"
 
 

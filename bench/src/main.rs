@@ -138,6 +138,27 @@ struct Subject {
     /// Whether it is the MCP-server function: it gets the MCP servers'
     /// table, the secrets key and the KMS endpoint.
     mcp: bool,
+    /// Whether its event carries an `Idempotency-Key`, and which.
+    keyed: Keying,
+}
+
+/// The `Idempotency-Key` a subject's events carry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keying {
+    /// None: the plain update.
+    None,
+    /// A new key each invocation: every one a keyed update.
+    Fresh,
+    /// One key per cold start: its first invocation writes, every warm one
+    /// replays that outcome.
+    Replayed,
+}
+
+/// `event` with the header `Idempotency-Key: key`.
+fn with_key(event: &str, key: &str) -> Result<String, String> {
+    let mut event: serde_json::Value = serde_json::from_str(event).map_err(|e| e.to_string())?;
+    event["headers"]["idempotency-key"] = serde_json::Value::String(key.to_string());
+    serde_json::to_string(&event).map_err(|e| e.to_string())
 }
 
 /// What one subject measured in one setup.
@@ -301,6 +322,15 @@ async fn run(options: Options) -> Result<(), String> {
             event: None,
             kms: false,
             mcp: false,
+            keyed: Keying::None,
+        },
+        Subject {
+            keyed: Keying::Fresh,
+            ..rust("update-model, Idempotency-Key (Rust)", release.join("update-model"), true)
+        },
+        Subject {
+            keyed: Keying::Replayed,
+            ..rust("update-model, Idempotency-Key replayed (Rust)", release.join("update-model"), true)
         },
         rust("raw UpdateItem function (Rust)", floors.join("raw-update"), true),
         api_key_subject("update-api-key, no api_key (Rust)", release.join("update-api-key"), plain_key),
@@ -436,6 +466,7 @@ fn rust(name: &str, program: PathBuf, envelope: bool) -> Subject {
         event: None,
         kms: false,
         mcp: false,
+        keyed: Keying::None,
     }
 }
 
@@ -710,8 +741,13 @@ async fn measure(
             .push(now - cpu_before);
             cpu_before = now;
         }
+        let keyed = match subject.keyed {
+            Keying::None => None,
+            Keying::Fresh => Some(with_key(event, &format!("bench-{round}-{invocation}-{}", uuid::Uuid::new_v4()))?),
+            Keying::Replayed => Some(with_key(event, &format!("bench-{}-{round}", setup.key))?),
+        };
         let outcome = api
-            .invoke(event, Duration::from_secs(60))
+            .invoke(keyed.as_deref().unwrap_or(event), Duration::from_secs(60))
             .await
             .map_err(|e| format!("{}: {e}", subject.name))?;
         let status = serde_json::from_str::<serde_json::Value>(&outcome.body)

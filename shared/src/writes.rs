@@ -81,6 +81,26 @@ impl Context {
         })
     }
 
+    /// An update of `set` and `remove` conditioned on the record as
+    /// `stored` holds it (its version, and its sealed values and key), which
+    /// stands for every precondition: they were judged on it.
+    fn update_as_read<R: Resource>(
+        &self,
+        set: Patch,
+        remove: Vec<&'static str>,
+        stored: &Item,
+    ) -> Result<Update, ApiError> {
+        let mut update = self.update::<R>(set, remove)?;
+        update.expected_versions = None;
+        update.none_match = None;
+        update.unmodified_before = None;
+        update.unchanged = values_as_read::<R>(stored);
+        update
+            .unchanged
+            .push((VERSION, Expected::as_read(stored.get(VERSION))));
+        Ok(update)
+    }
+
     /// Whether the request carries a precondition.
     fn guarded(&self) -> bool {
         self.preconditions.if_match.is_some()
@@ -385,15 +405,7 @@ pub async fn merge<R: Resource, S: Store>(
                 seal::ValuesWrite::Keep => {}
             }
         }
-        // The record as read stands for every precondition: they held on it.
-        let mut update = context.update::<R>(set, remove)?;
-        update.expected_versions = None;
-        update.none_match = None;
-        update.unmodified_before = None;
-        update.unchanged = values_as_read::<R>(&stored);
-        update
-            .unchanged
-            .push((VERSION, Expected::as_read(stored.get(VERSION))));
+        let update = context.update_as_read::<R>(set, remove, &stored)?;
         let started = Instant::now();
         let written = app.store.update(update).await;
         add_time(&mut calls.dynamodb, started);

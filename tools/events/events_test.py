@@ -120,8 +120,17 @@ def main():
 
     def written(table=None):
         """Each table's new records; with `table`, the one a write made (a MODIFY there, none elsewhere)."""
-        time.sleep(1)  # DynamoDB Local writes a stream record with its item: a wide margin
-        records = {name: reader.read() for name, reader in readers.items()}
+        # DynamoDB Local writes a stream record with its item: wait for the one expected (or half a second
+        # for none), then a margin in which any other would show.
+        records = {name: [] for name in readers}
+        deadline = time.monotonic() + (5 if table else 0.5)
+        while time.monotonic() < deadline and not (table and records[table]):
+            time.sleep(0.1)
+            for name, reader in readers.items():
+                records[name] += reader.read()
+        time.sleep(0.2)
+        for name, reader in readers.items():
+            records[name] += reader.read()
         if table is None:
             return records
         kinds = {name: [record["eventName"] for record in found] for name, found in records.items() if found}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Context, add_time, conflict, new_key, open_stored, opened, seal, values_as_read, values_field};
+use super::{Context, add_time, conflict, new_key, open_stored, opened, seal, values_field};
 use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
@@ -17,7 +17,7 @@ use crate::patch::Patch;
 use crate::records::Resource;
 use crate::request::idempotency::KEPT_SECONDS;
 use crate::seal::{self as sealing, DataKey};
-use crate::store::{Expected, Kept, Store, StoreError, VERSION, applied};
+use crate::store::{Kept, Store, StoreError, applied};
 
 /// The stored attribute naming the key of the write that last wrote a
 /// record (in its published form), for its change event; a write without
@@ -115,14 +115,7 @@ pub async fn write<R: Resource, S: Store>(
             (None, Some(patch)) => merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?,
             (None, None) => return Err(ApiError::Internal),
         };
-        let mut update = context.update::<R>(set, remove)?;
-        update.expected_versions = None;
-        update.none_match = None;
-        update.unmodified_before = None;
-        update.unchanged = values_as_read::<R>(&stored);
-        update
-            .unchanged
-            .push((VERSION, Expected::as_read(stored.get(VERSION))));
+        let mut update = context.update_as_read::<R>(set, remove, &stored)?;
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
         update
             .set

@@ -1,21 +1,8 @@
-"""Properties of the stack a template describes, checked on the template as
-written and on it after SAM's transform (aws-sam-translator, offline): what
-CloudFormation would deploy.
+"""The stack's properties (docs/testing.md), on a template as written and after SAM's transform (offline):
+only-way-in (a function is reached only through an authorized route of the template's API) and grants (each
+role allows exactly what its user calls, GRANTS below, and only its service may assume it).
 
-- only-way-in: a request reaches a function only through an API route that
-  requires authorization. Every Lambda permission is API Gateway's, for one
-  method and path of an API whose every route requires IAM or a JWT
-  authorizer, under every choice of the template's conditions; no function
-  URL, event source mapping or other resource refers to a function except
-  the API's own integrations, its permissions, and read-only monitoring.
-- grants: each function's and pipe's role allows exactly the calls its user
-  makes, on its own table, key, log group, bus and queue (GRANTS below: what
-  shared/src/writes.rs and seal/ call), and only its service may assume it.
-
-    python tools/stack_properties.py [TEMPLATE]   # exit 1 naming each broken property
-    python tools/stack_properties.py TEMPLATE --transformed OUT.json   # also writes the transform
-
-`make check-template TEMPLATE=path` runs it; `make validate` on template.yaml.
+    python tools/stack_properties.py [TEMPLATE] [--transformed OUT.json]   # exit 1 naming each broken property
 """
 
 import copy

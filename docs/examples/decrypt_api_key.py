@@ -1,23 +1,12 @@
-"""Read one provider API key from the API-key table and open its seal.
-
-The API stores `api_key` sealed: the CiphertextBlob of KMS Encrypt under the
-secrets key, with the encryption context {"field": "api_key", "id": "<record
-id>"} (docs/secrets.md). Opening it is one GetItem and one KMS Decrypt with
-that context; no key id is needed (the ciphertext names its key), and a
-ciphertext copied to another record does not open.
+"""Read one provider API key from the API-key table and open its seal (docs/secrets.md): one GetItem
+and one KMS Decrypt with the context {"field": "api_key", "id": "<record id>"}; the ciphertext
+names its key, and one copied to another record does not open.
 
     python decrypt_api_key.py RECORD_ID            # prints the key to stdout
 
-The caller needs dynamodb:GetItem on the table and kms:Decrypt on the secrets
-key (a role in the stack's SecretReaderRoleArns has the latter). Everything
-else is boto3's standard configuration: credentials, the region (AWS_REGION,
-as the Rust SDK and Lambda name it, else boto3's own AWS_DEFAULT_REGION or
-profile), and AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_KMS for the local
-emulators. The table is API_KEYS_TABLE (default agent-server-api-keys; a
-deployed stack's ApiKeysTableName output).
-
-Tested against DynamoDB Local and the local KMS by
-tests/tests/integration/sealing.rs.
+Needs dynamodb:GetItem and kms:Decrypt (a role in SecretReaderRoleArns), boto3's usual configuration
+(AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_KMS for the emulators) and
+API_KEYS_TABLE (default agent-server-api-keys). Tested by tests/tests/integration/sealing.rs.
 """
 
 import os

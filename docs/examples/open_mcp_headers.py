@@ -1,32 +1,17 @@
-"""Read one MCP server's headers from the MCP-server table and open them.
-
-The API stores each header value sealed (docs/secrets.md): the names stay
-readable, each value is AES-256-GCM under the record's own data key, and the
-data key is stored beside them as KMS sealed it (GenerateDataKey under the
-secrets key, with the encryption context {"field": "headers", "project_id":
-"<project>", "id": "<record id>"}). Each write seals its values under a key
-of its own, derived from the data key. Opening them is one GetItem, one KMS
-Decrypt of the data key with that context, and AES-GCM for each value:
+"""Read one MCP server's headers from the MCP-server table and open them (docs/secrets.md): one
+GetItem, one KMS Decrypt of the record's data key with the context {"field": "headers",
+"project_id": ..., "id": ...}, and AES-256-GCM for each value:
 
     value key    = HKDF-SHA256(ikm = data key, salt, info = "agent-server sealed values v2")
     sealed value = 0x02 || salt (32 bytes) || nonce (12 bytes) || ciphertext || tag (16 bytes)
     associated   = 0x02 || "headers" 0x00 project_id 0x00 id 0x00 header name
 
-Layout 1, written before, is 0x01 || nonce || ciphertext || tag under the
-data key itself, its associated data starting with 0x01.
+(layout 1: 0x01 || nonce || ciphertext || tag under the data key itself, associated data led by 0x01).
 
     python open_mcp_headers.py PROJECT_ID RECORD_ID   # prints the headers as JSON
 
-The caller needs dynamodb:GetItem on the table and kms:Decrypt on the secrets
-key with the context field=headers (a role in the stack's
-SecretReaderRoleArns has it). Everything else is boto3's standard
-configuration: credentials, the region (AWS_REGION, else boto3's own
-AWS_DEFAULT_REGION or profile), and AWS_ENDPOINT_URL_DYNAMODB /
-AWS_ENDPOINT_URL_KMS for the local emulators. The table is
-MCP_SERVERS_TABLE (default agent-server-mcp-servers; a deployed stack's
-McpServersTableName output). AES-GCM comes from the `cryptography` package.
-
-Tested against DynamoDB Local and the local KMS by
+Needs dynamodb:GetItem and kms:Decrypt (a role in SecretReaderRoleArns), boto3's usual configuration,
+MCP_SERVERS_TABLE (default agent-server-mcp-servers) and the `cryptography` package. Tested by
 tests/tests/integration/mcp_sealing.rs.
 """
 

@@ -224,6 +224,23 @@ pub fn principal(request: &Request) -> Option<String> {
         .map(|named| crate::logging::escaped(named, MAX_PRINCIPAL_CHARS))
 }
 
+/// Who the caller is, whole and with its kind (a JWT's issuer and `sub`,
+/// or an IAM caller's ARN), for what is the caller's alone (an idempotency
+/// key); `None` for a caller with no name.
+pub fn identity(request: &Request) -> Option<String> {
+    let authorizer = request.authorizer()?;
+    let identity = match (&authorizer.jwt, &authorizer.iam) {
+        (Some(jwt), _) => {
+            let sub = jwt.claims.get("sub").filter(|sub| !sub.is_empty())?;
+            let issuer = jwt.claims.get("iss").map_or("", String::as_str);
+            format!("jwt\0{issuer}\0{sub}")
+        }
+        (None, Some(iam)) => format!("iam\0{}", iam.user_arn.as_deref().filter(|arn| !arn.is_empty())?),
+        (None, None) => return None,
+    };
+    Some(identity)
+}
+
 /// What the identity in `request` may change: the JWT's projects claim,
 /// everything for an IAM caller, nothing without either.
 fn grants(request: &Request, projects_claim: &str) -> Grants {

@@ -158,17 +158,16 @@ async fn apply<R: Resource, S: Store>(
         budget: Budget::start(Budget::deadline_of(request.context())),
     };
     // A keyed write keeps its outcome, and a retry of it answers that.
-    let keyed = idempotency_key.map(|key| writes::Keyed {
-        kept_key: idempotency::kept_key(
-            R::FUNCTION,
-            caller.principal.as_deref(),
-            R::ROUTE,
-            &context.key,
-            &key,
-        ),
-        fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key),
-        published: crate::logging::escaped(key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
-    });
+    // A key is its caller's: a caller with no name can own none.
+    let keyed = match (idempotency_key, crate::auth::identity(request)) {
+        (None, _) => None,
+        (Some(_), None) => return Err(idempotency::unnamed_caller()),
+        (Some(key), Some(identity)) => Some(writes::Keyed {
+            kept_key: idempotency::kept_key(R::FUNCTION, &identity, R::ROUTE, &context.key, &key),
+            fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key),
+            published: crate::logging::escaped(key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
+        }),
+    };
     let calls = &mut seen.calls;
     let (item, replayed) = match (kind, keyed) {
         (request::BodyKind::Update, keyed) => {
@@ -192,6 +191,9 @@ async fn apply<R: Resource, S: Store>(
             // patch that merges no object is the partial update a PUT makes
             // (its nulls remove): no read is needed.
             match (patch.as_update(), keyed) {
+                (_, Some(keyed)) if patch.is_empty() => {
+                    outcome(writes::keyed_current::<R, S>(app, &context, &keyed, calls).await?)
+                }
                 _ if patch.is_empty() => (writes::current::<R, S>(app, &context, calls).await?, false),
                 (Some((set, remove)), None) => (
                     writes::put::<R, S>(app, &context, set, remove, calls).await?,

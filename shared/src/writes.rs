@@ -35,7 +35,7 @@ use crate::request::Preconditions;
 use crate::seal::{self, DataKey, SealError, Sealed};
 use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
 
-pub use keyed::{IDEMPOTENCY_KEY, Keyed, Outcome, Write, write as keyed};
+pub use keyed::{IDEMPOTENCY_KEY, Keyed, Outcome, Write, current as keyed_current, write as keyed};
 
 /// What a write knows of the request besides its fields.
 #[derive(Debug, Clone)]
@@ -210,10 +210,7 @@ pub async fn put<R: Resource, S: Store>(
         .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field));
     let mut update = context.update::<R>(set, remove)?;
     if !keeps_values {
-        let started = Instant::now();
-        let written = app.store.update(update).await;
-        add_time(&mut calls.dynamodb, started);
-        let item = written?;
+        let item = update_item(app, context, &update, calls).await?;
         return opened::<R>(&context.key, item, sealed.data_key.as_ref());
     }
     update.unchanged = no_values::<R>();
@@ -221,9 +218,7 @@ pub async fn put<R: Resource, S: Store>(
     let mut data_key: Option<DataKey> = None;
     let mut refusals = 0;
     loop {
-        let started = Instant::now();
-        let written = app.store.update(update.clone()).await;
-        add_time(&mut calls.dynamodb, started);
+        let written = update_item(app, context, &update, calls).await;
         let stored = match written {
             Ok(item) => return opened::<R>(&context.key, item, data_key.as_ref()),
             Err(StoreError::Changed(stored)) => stored,
@@ -244,6 +239,35 @@ pub async fn put<R: Resource, S: Store>(
         // The time of this try's write, not of the first: a retry may land
         // after another write, whose updated_at must not move backwards.
         update.now = timestamp();
+    }
+}
+
+/// One `UpdateItem` of `update`, sent again after a jittered wait while a
+/// keyed update's transaction holds the item ([`StoreError::Contended`])
+/// and the budget lasts.
+async fn update_item<S: Store>(
+    app: &App<S>,
+    context: &Context,
+    update: &Update,
+    calls: &mut Calls,
+) -> Result<Item, StoreError> {
+    let mut tries = 0;
+    loop {
+        let attempt = Update {
+            budget: context.budget.remaining(),
+            ..update.clone()
+        };
+        let started = Instant::now();
+        let written = app.store.update(attempt).await;
+        add_time(&mut calls.dynamodb, started);
+        let Err(StoreError::Contended) = written else {
+            return written;
+        };
+        let Some(wait) = context.budget.backoff(tries) else {
+            return Err(StoreError::Contended);
+        };
+        tries += 1;
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -406,9 +430,7 @@ pub async fn merge<R: Resource, S: Store>(
             }
         }
         let update = context.update_as_read::<R>(set, remove, &stored)?;
-        let started = Instant::now();
-        let written = app.store.update(update).await;
-        add_time(&mut calls.dynamodb, started);
+        let written = update_item(app, context, &update, calls).await;
         match written {
             Ok(item) => {
                 // The key the written values are under, if any are sealed.

@@ -64,6 +64,16 @@ pub fn idempotency_key(request: &Request) -> Result<Option<IdempotencyKey>, ApiE
     Ok(Some(IdempotencyKey(key)))
 }
 
+/// The refusal of a key sent by a caller with no name (a JWT without `sub`):
+/// a key is its caller's, and such a caller can own none.
+pub fn unnamed_caller() -> ApiError {
+    ApiError::InvalidIdempotencyKey(FieldError::new(
+        "Idempotency-Key",
+        "invalid_idempotency_key",
+        "needs a caller with a name (a JWT sub or an IAM ARN)",
+    ))
+}
+
 /// The content of a structured-field string whose opening quote is gone:
 /// `None` unless it closes at the end, escaping only `"` and `\`.
 fn unquoted(quoted: &str) -> Option<String> {
@@ -83,17 +93,12 @@ fn unquoted(quoted: &str) -> Option<String> {
 }
 
 /// Where the outcome of `key` is kept: the function's own prefix (its role
-/// may reach only its own), then a digest of the caller, the route, the
-/// record and the key, so a key is the caller's and the record's.
-pub fn kept_key(
-    function: &str,
-    principal: Option<&str>,
-    route: &str,
-    record: &Key,
-    key: &IdempotencyKey,
-) -> String {
+/// may reach only its own), then a digest of the caller (its whole
+/// identity, [`crate::auth::identity`]), the route, the record and the
+/// key, so a key is the caller's and the record's.
+pub fn kept_key(function: &str, identity: &str, route: &str, record: &Key, key: &IdempotencyKey) -> String {
     let digest = digest(&[
-        principal.unwrap_or_default().as_bytes(),
+        identity.as_bytes(),
         route.as_bytes(),
         record.project_id.as_deref().unwrap_or_default().as_bytes(),
         record.id.as_bytes(),
@@ -193,25 +198,22 @@ mod tests {
             id: id.into(),
         };
         let key = IdempotencyKey("k".into());
-        let base = kept_key("update-model", Some("alice"), "/r", &record("1"), &key);
+        let base = kept_key("update-model", "alice", "/r", &record("1"), &key);
         assert!(base.starts_with("update-model#"), "{base}");
-        assert_eq!(
-            base,
-            kept_key("update-model", Some("alice"), "/r", &record("1"), &key)
-        );
+        assert_eq!(base, kept_key("update-model", "alice", "/r", &record("1"), &key));
         for other in [
-            kept_key("update-model", Some("bob"), "/r", &record("1"), &key),
-            kept_key("update-model", None, "/r", &record("1"), &key),
-            kept_key("update-model", Some("alice"), "/r", &record("2"), &key),
+            kept_key("update-model", "bob", "/r", &record("1"), &key),
+            kept_key("update-model", "", "/r", &record("1"), &key),
+            kept_key("update-model", "alice", "/r", &record("2"), &key),
             kept_key(
                 "update-model",
-                Some("alice"),
+                "alice",
                 "/r",
                 &record("1"),
                 &IdempotencyKey("k2".into()),
             ),
             // No two lists of parts run together alike.
-            kept_key("update-model", Some("alice/"), "r", &record("1"), &key),
+            kept_key("update-model", "alice/", "r", &record("1"), &key),
         ] {
             assert_ne!(base, other);
         }

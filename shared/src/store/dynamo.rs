@@ -390,14 +390,23 @@ impl Store for DynamoStore {
                 (Some("TransactionConflict"), _) | (_, Some("TransactionConflict")) => {
                     Err(StoreError::Contended)
                 }
-                _ => Err(StoreError::Unavailable(format!(
-                    "transaction canceled: {}",
-                    reasons
-                        .iter()
-                        .filter_map(|reason| reason.code())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))),
+                _ => {
+                    let codes: Vec<&str> = reasons.iter().filter_map(|reason| reason.code()).collect();
+                    let throttled = codes.iter().any(|code| {
+                        matches!(
+                            *code,
+                            "ThrottlingError" | "ProvisionedThroughputExceeded" | "RequestLimitExceeded"
+                        )
+                    });
+                    let reason = format!("transaction canceled: {}", codes.join(", "));
+                    // A ValidationError (an item past 400 KB, say) is no
+                    // better on a retry: a 500 that says so, not a 503.
+                    Err(if throttled {
+                        StoreError::Unavailable(reason)
+                    } else {
+                        StoreError::Internal(reason)
+                    })
+                }
             };
         }
         Err(
@@ -505,6 +514,13 @@ fn classify(
     clauses: &[Clause],
     write_id: &str,
 ) -> Result<Item, StoreError> {
+    // A transaction (a keyed update's) held the item: nothing was written,
+    // and the update may be sent again.
+    if let SdkError::ServiceError(context) = &error
+        && let UpdateItemError::TransactionConflictException(_) = context.err()
+    {
+        return Err(StoreError::Contended);
+    }
     // The old item tells which part of the condition failed.
     if let SdkError::ServiceError(context) = &error
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()

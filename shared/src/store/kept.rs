@@ -9,7 +9,7 @@ use crate::item::Item;
 
 /// An outcome kept under an idempotency key: written in one transaction
 /// with the update it is the outcome of, read in one call with the record.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Kept {
     /// Its item's key: `<function>#<digest of the caller, record and key>`.
     pub key: String,
@@ -36,6 +36,21 @@ pub const RECORD: &str = "record";
 pub const KEPT_AT: &str = "kept_at";
 /// The table's time-to-live attribute (N, seconds).
 pub const EXPIRES_AT: &str = "expires_at";
+
+impl std::fmt::Debug for Kept {
+    // The record's attribute names only: one written before sealing may
+    // hold header values as text.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.record.keys().collect();
+        names.sort();
+        formatter
+            .debug_struct("Kept")
+            .field("key", &self.key)
+            .field("record", &names)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Kept {
     /// As an item of the table of kept outcomes.

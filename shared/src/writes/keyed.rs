@@ -68,39 +68,24 @@ pub async fn write<R: Resource, S: Store>(
 ) -> Result<Outcome, ApiError> {
     // The record's data key once opened, or the one made for this write.
     let mut data_key: Option<DataKey> = None;
-    // A PUT's own secrets are sealed once, whatever the tries.
-    let (put, patch) = match write {
-        Write::Put(mut set, mut remove) => {
-            let sealed =
-                seal::<R, S>(app, &context.key, &mut set, &mut remove, &context.budget, calls).await?;
-            data_key = sealed.data_key;
-            (Some((set, remove)), None)
-        }
-        Write::Merge(patch) => (None, Some(patch)),
+    let (mut put, patch, mut sealed) = match write {
+        Write::Put(set, remove) => (Some((set, remove)), None, false),
+        Write::Merge(patch) => (None, Some(patch), true),
     };
     let mut tries = 0;
     loop {
-        let started = Instant::now();
-        let read = app
-            .store
-            .read_keyed(
-                R::TABLE,
-                &context.key,
-                &keyed.kept_key,
-                context.budget.remaining(),
-            )
-            .await;
-        add_time(&mut calls.dynamodb, started);
-        let (stored, kept) = read?;
-        let now = chrono::Utc::now().timestamp();
-        if let Some(kept) = kept.filter(|kept| kept.expires_at > now) {
-            if kept.fingerprint != keyed.fingerprint {
-                return Err(ApiError::IdempotencyKeyReused);
-            }
-            let item = open_stored::<R, S>(app, context, &kept.record, &mut None, calls).await?;
-            return Ok(Outcome { item, replayed: true });
+        let (stored, now) = match read::<R, S>(app, context, keyed, calls).await? {
+            Read::Kept(outcome) => return Ok(outcome),
+            Read::Record(stored, now) => (stored, now),
+        };
+        // A PUT's own secrets are sealed once, and only once the key is
+        // known to be unused: a replay or a 422 seals nothing.
+        if let (Some((set, remove)), false) = (&mut put, sealed) {
+            data_key = seal::<R, S>(app, &context.key, set, remove, &context.budget, calls)
+                .await?
+                .data_key;
+            sealed = true;
         }
-        let stored = stored.ok_or(ApiError::NotFound(R::NOUN))?;
         // The preconditions, judged on the record read: they hold through
         // the transaction's condition on it.
         context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
@@ -162,6 +147,66 @@ pub async fn write<R: Resource, S: Store>(
         }
         tries += 1;
     }
+}
+
+/// What a keyed request finds: the outcome kept under its key (answered
+/// as is), or the record to write, and the time it was read.
+enum Read {
+    Kept(Outcome),
+    Record(Item, i64),
+}
+
+/// Reads the record and the outcome kept under `keyed` (one call): the kept
+/// outcome opened, if it is this request's; 422 if it is another's; 404 if
+/// there is neither it nor the record.
+async fn read<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    keyed: &Keyed,
+    calls: &mut Calls,
+) -> Result<Read, ApiError> {
+    let started = Instant::now();
+    let read = app
+        .store
+        .read_keyed(
+            R::TABLE,
+            &context.key,
+            &keyed.kept_key,
+            context.budget.remaining(),
+        )
+        .await;
+    add_time(&mut calls.dynamodb, started);
+    let (stored, kept) = read?;
+    let now = chrono::Utc::now().timestamp();
+    if let Some(kept) = kept.filter(|kept| kept.expires_at > now) {
+        if kept.fingerprint != keyed.fingerprint {
+            return Err(ApiError::IdempotencyKeyReused);
+        }
+        let item = open_stored::<R, S>(app, context, &kept.record, &mut None, calls).await?;
+        return Ok(Read::Kept(Outcome { item, replayed: true }));
+    }
+    Ok(Read::Record(stored.ok_or(ApiError::NotFound(R::NOUN))?, now))
+}
+
+/// A `PATCH {}` under a key: the record as it is, as [`super::current`]
+/// answers it, after the key is judged (422 if another request used it);
+/// nothing written and nothing kept. One read, as without a key.
+pub async fn current<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    keyed: &Keyed,
+    calls: &mut Calls,
+) -> Result<Outcome, ApiError> {
+    let stored = match read::<R, S>(app, context, keyed, calls).await? {
+        Read::Kept(outcome) => return Ok(outcome),
+        Read::Record(stored, _) => stored,
+    };
+    context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
+    let item = open_stored::<R, S>(app, context, &stored, &mut None, calls).await?;
+    Ok(Outcome {
+        item,
+        replayed: false,
+    })
 }
 
 /// Whether a write of `set` and `remove` keeps `R`'s sealed values as they

@@ -457,3 +457,174 @@ async fn send_raw(address: &str, path: &str, headers: &[(&str, &str)], body: &st
     let text = String::from_utf8_lossy(&answer);
     text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
 }
+
+/// What a keyed request costs: one store call more than without a key (a
+/// read of the record and the key, then the transaction), and a replay one
+/// read and, where the kept record holds sealed headers, one KMS call and
+/// nothing sealed; a reused key is refused before any sealing. A keyed
+/// PATCH merges and replays alike, and a PATCH {} under a used key is 422.
+#[tokio::test]
+async fn keyed_requests_cost_one_call_more_and_replays_one_read() {
+    use agent_server_shared::Settings;
+    use agent_server_shared::seal::{MemorySealer, Sealer};
+    let sealer = Arc::new(MemorySealer::new());
+    let app = App {
+        store: MemoryStore::new(),
+        settings: Settings::default(),
+        sealer: Some(Sealer::Memory(sealer.clone())),
+    };
+    let route = Route::McpServers;
+    let costs = |before: (usize, usize)| (app.store.calls() - before.0, sealer.calls() - before.1);
+    let now = || (app.store.calls(), sealer.calls());
+    let headers = json!({"headers": {"Authorization": "Bearer sealed", "X-Other": "kept"}});
+
+    let plain = seed(route, Seed::Memory(&app.store)).await;
+    let before = now();
+    let unkeyed = Event::put(route, &plain.id, plain.project_id.as_deref()).json(&headers);
+    assert_eq!(route.call(&app, unkeyed.request()).await.status().as_u16(), 200);
+    let (unkeyed_calls, unkeyed_kms) = costs(before);
+
+    let key = seed(route, Seed::Memory(&app.store)).await;
+    let before = now();
+    let first = route
+        .call(&app, keyed(route, &key, "cost", &headers).request())
+        .await;
+    assert_eq!(first.status().as_u16(), 200, "{}", body_json(&first));
+    assert_eq!(
+        costs(before),
+        (unkeyed_calls + 1, unkeyed_kms),
+        "a keyed write's cost"
+    );
+
+    let before = now();
+    let replay = route
+        .call(&app, keyed(route, &key, "cost", &headers).request())
+        .await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(body_json(&replay), body_json(&first));
+    assert_eq!(
+        costs(before),
+        (1, 1),
+        "a replay: one read, one Decrypt, nothing sealed"
+    );
+
+    let before = now();
+    let reused = route
+        .call(
+            &app,
+            keyed(route, &key, "cost", &json!({"headers": {"A": "b"}})).request(),
+        )
+        .await;
+    assert_eq!(reused.status().as_u16(), 422);
+    assert_eq!(costs(before), (1, 0), "a reused key: one read, nothing sealed");
+
+    // A keyed PATCH that merges a header in, and its replay.
+    let patch = || {
+        Event::patch(route, &key.id, key.project_id.as_deref())
+            .header("Idempotency-Key", "merge")
+            .json(&json!({"headers": {"x-other": null, "X-New": "n"}}))
+    };
+    let merged = route.call(&app, patch().request()).await;
+    assert_eq!(merged.status().as_u16(), 200, "{}", body_json(&merged));
+    let expected = json!({"Authorization": "Bearer sealed", "X-New": "n"});
+    assert_eq!(body_json(&merged)["data"]["headers"], expected);
+    let again = route.call(&app, patch().request()).await;
+    assert_eq!(
+        (
+            again.headers()["idempotent-replayed"].to_str().ok(),
+            body_json(&again)
+        ),
+        (Some("true"), body_json(&merged))
+    );
+    assert_eq!(
+        item::version(&app.store.get(route.table(), &key).expect("record")),
+        Ok(2)
+    );
+
+    // PATCH {} keeps nothing, and under a key used for another request is 422.
+    let empty = |idempotency_key: &str| {
+        Event::patch(route, &key.id, key.project_id.as_deref())
+            .header("Idempotency-Key", idempotency_key)
+            .json(&json!({}))
+    };
+    assert_eq!(
+        route.call(&app, empty("merge").request()).await.status().as_u16(),
+        422
+    );
+    let fresh = route.call(&app, empty("nothing").request()).await;
+    assert_eq!(
+        (
+            fresh.status().as_u16(),
+            fresh.headers().get("idempotent-replayed")
+        ),
+        (200, None)
+    );
+    assert_eq!(
+        route
+            .call(&app, empty("nothing").request())
+            .await
+            .headers()
+            .get("idempotent-replayed"),
+        None
+    );
+}
+
+/// A key is its caller's: a caller with no name (a JWT without `sub`) can
+/// own none, and is told so before anything is read.
+#[tokio::test]
+async fn a_caller_without_a_name_cannot_use_a_key() {
+    let app = memory_app(Policy::default());
+    let route = Route::Models;
+    let key = seed(route, Seed::Memory(&app.store)).await;
+    let before = app.store.calls();
+    let anonymous = keyed(route, &key, "k", &json!({"name": "n"})).jwt(&[("projects", "*")]);
+    let answer = route.call(&app, anonymous.request()).await;
+    assert_eq!(answer.status().as_u16(), 400);
+    assert_eq!(
+        body_json(&answer)["errorDetails"]["code"],
+        "invalid_idempotency_key"
+    );
+    assert_eq!(app.store.calls(), before);
+    // Without the key the same caller may write.
+    let plain = Event::put(route, &key.id, key.project_id.as_deref())
+        .jwt(&[("projects", "*")])
+        .json(&json!({"name": "n"}));
+    assert_eq!(route.call(&app, plain.request()).await.status().as_u16(), 200);
+}
+
+/// The lost response, on the memory store behind the same proxy.
+#[tokio::test]
+async fn a_lost_response_retried_gets_the_original_answer_on_the_memory_store() {
+    // Served by reference: the test reads the same store.
+    let store: &'static MemoryStore = Box::leak(Box::new(MemoryStore::new()));
+    let app = App {
+        store,
+        settings: agent_server_shared::Settings::default(),
+        sealer: Some(integration_tests::memory_sealer()),
+    };
+    let route = Route::Models;
+    let key = seed(route, Seed::Memory(store)).await;
+    let (api, _server) = serve_local_api(Arc::new(app), std::future::pending::<()>()).await;
+    let proxy = dropping_proxy(api.trim_start_matches("http://").to_string()).await;
+    let path = format!(
+        "/api/agent-server/models/{}?project_id={}",
+        key.id,
+        key.project_id.as_deref().unwrap_or_default()
+    );
+    let body = json!({"name": "Lost", "parameters": {"t": 1}}).to_string();
+    let headers = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "\"lost-2\""),
+    ];
+    assert!(send_raw(&proxy, &path, &headers, &body).await.is_none());
+    let written = store.get(route.table(), &key).expect("record");
+    assert_eq!(item::version(&written), Ok(1));
+    let retry = http("PUT", &format!("http://{proxy}{path}"), &headers, body).await;
+    assert_eq!(
+        (retry.status, retry.headers["etag"].to_str().ok()),
+        (200, Some("\"1\""))
+    );
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert!(retry.headers.contains_key("last-modified"));
+    assert_eq!(store.get(route.table(), &key), Some(written));
+}

@@ -151,14 +151,18 @@ async fn throttling_and_transient_service_errors_are_unavailable() {
         Box::new(|| {
             UpdateItemError::InternalServerError(InternalServerError::builder().message("x").build())
         }),
-        Box::new(|| {
-            UpdateItemError::TransactionConflictException(TransactionConflictException::builder().build())
-        }),
     ];
     for case in cases {
         let outcome = outcome_of(case).await;
         assert!(matches!(outcome, Err(StoreError::Unavailable(_))), "{outcome:?}");
     }
+    // A keyed update's transaction held the item: nothing written, and the
+    // service sends the update again (writes.rs) rather than answering 503.
+    let held = outcome_of(|| {
+        UpdateItemError::TransactionConflictException(TransactionConflictException::builder().build())
+    })
+    .await;
+    assert_eq!(held, Err(StoreError::Contended));
 }
 
 /// A bare HTTP answer of `status` with `body`, as a proxy or a load balancer

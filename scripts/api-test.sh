@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_dir="$root/target/api-test${LAMBDA:+-lambda}"
-export API_TEST_EXAMPLES="${API_TEST_EXAMPLES:-150}" API_TEST_SEED="${API_TEST_SEED:-20261121}" root log_dir
+export API_TEST_EXAMPLES="${API_TEST_EXAMPLES:-100}" API_TEST_SEED="${API_TEST_SEED:-20261121}" root log_dir
 # Endpoints are generated from public DNS names only (see the file).
 export SCHEMATHESIS_HOOKS="$root/tools/schemathesis_hooks.py"
 

@@ -413,22 +413,7 @@ pub async fn merge<R: Resource, S: Store>(
     let mut tries = 0;
     loop {
         let stored = read_judged::<R, S>(app, context, calls).await?;
-        let record = open_stored::<R, S>(app, context, &stored, &mut data_key, calls).await?;
-        let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
-        let (mut set, mut remove) = (merged.set, merged.remove);
-        if let Some((field, attribute)) = values_field::<R>() {
-            match seal::values_write(&set, &remove, field) {
-                seal::ValuesWrite::Seal => {
-                    let key = match &mut data_key {
-                        Some(key) => key,
-                        None => data_key.insert(new_key::<S>(app, field, context, calls).await?),
-                    };
-                    seal::seal_values(key, field, attribute, &context.key, &mut set)?;
-                }
-                seal::ValuesWrite::Clear => remove.push(attribute),
-                seal::ValuesWrite::Keep => {}
-            }
-        }
+        let (set, remove) = merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?;
         let update = context.update_as_read::<R>(set, remove, &stored)?;
         let written = update_item(app, context, &update, calls).await;
         match written {
@@ -455,6 +440,35 @@ pub async fn merge<R: Resource, S: Store>(
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// `patch` applied to `stored` (its sealed values opened, their key held
+/// in `data_key`), checked, and what it sets sealed.
+async fn merged<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    patch: &MergePatch,
+    stored: &Item,
+    data_key: &mut Option<DataKey>,
+    calls: &mut Calls,
+) -> Result<(Patch, Vec<&'static str>), ApiError> {
+    let record = open_stored::<R, S>(app, context, stored, data_key, calls).await?;
+    let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
+    let (mut set, mut remove) = (merged.set, merged.remove);
+    if let Some((field, attribute)) = values_field::<R>() {
+        match seal::values_write(&set, &remove, field) {
+            seal::ValuesWrite::Seal => {
+                let key = match data_key {
+                    Some(key) => key,
+                    None => data_key.insert(new_key::<S>(app, field, context, calls).await?),
+                };
+                seal::seal_values(key, field, attribute, &context.key, &mut set)?;
+            }
+            seal::ValuesWrite::Clear => remove.push(attribute),
+            seal::ValuesWrite::Keep => {}
+        }
+    }
+    Ok((set, remove))
 }
 
 /// A new data key for the record's `field`: the request's one KMS call.

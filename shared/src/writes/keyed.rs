@@ -7,16 +7,16 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Context, add_time, conflict, new_key, open_stored, opened, seal, values_field};
+use super::{Context, add_time, conflict, merged, open_stored, opened, seal, values_field};
 use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
-use crate::merge::{self, MergePatch};
+use crate::merge::MergePatch;
 use crate::metrics::Calls;
 use crate::patch::Patch;
 use crate::records::Resource;
 use crate::request::idempotency::KEPT_SECONDS;
-use crate::seal::{self as sealing, DataKey};
+use crate::seal::DataKey;
 use crate::store::{Kept, Store, StoreError, applied};
 
 /// The stored attribute naming the key of the write that last wrote a
@@ -214,35 +214,6 @@ pub async fn current<R: Resource, S: Store>(
 fn keeps_values<R: Resource>(set: &Patch, remove: &[&'static str]) -> bool {
     values_field::<R>()
         .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field))
-}
-
-/// `patch` applied to `stored` (its sealed values opened, their key held
-/// in `data_key`), checked, and what it sets sealed.
-async fn merged<R: Resource, S: Store>(
-    app: &App<S>,
-    context: &Context,
-    patch: &MergePatch,
-    stored: &Item,
-    data_key: &mut Option<DataKey>,
-    calls: &mut Calls,
-) -> Result<(Patch, Vec<&'static str>), ApiError> {
-    let record = open_stored::<R, S>(app, context, stored, data_key, calls).await?;
-    let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
-    let (mut set, mut remove) = (merged.set, merged.remove);
-    if let Some((field, attribute)) = values_field::<R>() {
-        match sealing::values_write(&set, &remove, field) {
-            sealing::ValuesWrite::Seal => {
-                let key = match data_key {
-                    Some(key) => key,
-                    None => data_key.insert(new_key::<S>(app, field, context, calls).await?),
-                };
-                sealing::seal_values(key, field, attribute, &context.key, &mut set)?;
-            }
-            sealing::ValuesWrite::Clear => remove.push(attribute),
-            sealing::ValuesWrite::Keep => {}
-        }
-    }
-    Ok((set, remove))
 }
 
 /// What of the record as written a replay answers with: everything but

@@ -72,7 +72,7 @@ impl App<DynamoStore> {
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
-        let store = DynamoStore::from_config(&config, TableNames::from_env());
+        let store = DynamoStore::from_config(&config, kept_apart(TableNames::from_env())?);
         // Every use of the KMS client sits behind the constant N::SEALS, so
         // a function that seals nothing does not link it.
         let kms = match key_id {
@@ -159,6 +159,20 @@ pub async fn warm_up(store: &DynamoStore, table: &str) -> Result<(), WarmUpError
     outcome
 }
 
+/// `tables`, if the outcomes kept under idempotency keys have a table of
+/// their own: in a records table they would answer keyed requests from
+/// records, and overwrite records.
+fn kept_apart(tables: TableNames) -> Result<TableNames, ConfigError> {
+    if Table::ALL.iter().any(|table| tables.name(*table) == tables.idempotency) {
+        return Err(ConfigError::Invalid {
+            name: crate::store::IDEMPOTENCY_TABLE_VAR,
+            expected: "a table of its own, not one of the records' tables",
+        });
+    }
+    Ok(tables)
+}
+
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -217,5 +231,15 @@ mod tests {
             matches!(outcome, Err(WarmUpError::Request(_) | WarmUpError::TimedOut)),
             "{outcome:?}"
         );
+    }
+
+    #[test]
+    fn outcomes_need_a_table_of_their_own() {
+        assert!(kept_apart(TableNames::default()).is_ok());
+        let shared = TableNames {
+            idempotency: TableNames::default().models,
+            ..TableNames::default()
+        };
+        assert!(kept_apart(shared).is_err());
     }
 }

@@ -163,7 +163,10 @@ pub async fn warm_up(store: &DynamoStore, table: &str) -> Result<(), WarmUpError
 /// their own: in a records table they would answer keyed requests from
 /// records, and overwrite records.
 fn kept_apart(tables: TableNames) -> Result<TableNames, ConfigError> {
-    if Table::ALL.iter().any(|table| tables.name(*table) == tables.idempotency) {
+    if Table::ALL
+        .iter()
+        .any(|table| tables.name(*table) == tables.idempotency)
+    {
         return Err(ConfigError::Invalid {
             name: crate::store::IDEMPOTENCY_TABLE_VAR,
             expected: "a table of its own, not one of the records' tables",
@@ -171,7 +174,6 @@ fn kept_apart(tables: TableNames) -> Result<TableNames, ConfigError> {
     }
     Ok(tables)
 }
-
 
 #[cfg(test)]
 mod tests {

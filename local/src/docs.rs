@@ -1,19 +1,9 @@
-//! The API reference the local API serves beside its routes: `GET /docs`,
-//! Swagger UI rendering the project's own openapi.yaml, and
-//! `GET /openapi.yaml`, that document with its server set to the local API
-//! itself, so the page's "Try it out" sends requests back to the address the
-//! page came from (same origin: no CORS involved). The deployed API has
-//! neither; API Gateway routes only the API's `PUT` and `PATCH` routes.
-//! Every answer on these paths, a 404 or 405 included, carries the page's
-//! security headers.
-//!
-//! Swagger UI's files come from the npm package `swagger-ui-dist`, pinned by
-//! `tools/docs/package-lock.json` and installed by `make run` (`make
-//! docs-tools`). They are read once at start-up from that install, not
-//! compiled in, so `cargo build` works on a clone where npm never ran; a
-//! local-api started without them still serves `/openapi.yaml`, and `/docs`
-//! says how to install them. The page loads nothing from anywhere else: its
-//! `Content-Security-Policy` allows only this origin.
+//! The API reference the local API serves beside its routes (the deployed
+//! API has neither): `GET /docs`, Swagger UI rendering the project's
+//! openapi.yaml, and `GET /openapi.yaml`, that document with its server set
+//! to the page's own origin. Swagger UI's files are read at start-up from
+//! `swagger-ui-dist` (`make docs-tools`), not compiled in.
+//! See docs/operations.md, The local API.
 
 use std::path::{Path, PathBuf};
 

@@ -1,18 +1,9 @@
 //! `seal-secrets`: seals every secret a table still holds in plain text
-//! (written before sealing), as the API seals a new one: the `api_key`s of
-//! the API-key table (KMS `Encrypt`) and the header values of the
-//! MCP-server table (a new data key per record from KMS `GenerateDataKey`,
-//! each value AES-256-GCM under it, the key stored sealed beside them).
-//!
-//! It scans the table and, for each item holding a secret in plain text,
-//! seals it and writes it back with a conditional `UpdateItem` that applies
-//! only while the item still holds exactly what was scanned (and, for
-//! headers, still has no data key). So a concurrent update is never lost:
-//! one that set a new secret (sealed by the API) or changed any other field
-//! is kept, and sealing touches no other attribute (`version`,
-//! `updated_at`, `updated_by`, `updated_fields` stay as they are). A second
-//! run finds nothing left to seal (idempotent), so an interrupted run is
-//! resumed by running it again. `--dry-run` only counts.
+//! (written before sealing) as the API seals a new one: the API-key table's
+//! `api_key`s and the MCP-server table's header values. Each item is written
+//! back by a conditional `UpdateItem` that applies only while it still holds
+//! what was scanned, touching no other attribute, so a rerun resumes.
+//! See docs/secrets.md, Sealing the secrets stored before.
 
 use std::collections::HashMap;
 

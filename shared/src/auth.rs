@@ -1,23 +1,9 @@
 //! Authorization: which records the caller's identity lets it change.
-//!
-//! API Gateway authenticates (a JWT authorizer, or IAM with SigV4) and hands
-//! the verified identity to the function in the payload 2.0 request
-//! context. This module is the only reader of that identity:
-//!
-//! - **JWT**: the claim named by `PROJECTS_CLAIM` (default
-//!   [`DEFAULT_PROJECTS_CLAIM`]) lists the project ids the caller may change;
-//!   `*` grants every project and the API-key route, whose records belong to
-//!   no project, but only as the whole claim: API Gateway renders the
-//!   arrays `["<id> *"]` and `["<id>", "*"]` alike (`[<id> *]`), so a `*`
-//!   beside anything else grants nothing. Every form is split by one rule,
-//!   on the ASCII space and commas only, so the same list grants the same
-//!   in every form.
-//! - **IAM**: IAM policies decide per route (an execute-api ARN names the
-//!   method and path, never the query), so an IAM caller API Gateway let
-//!   through may change any project on that route.
-//! - **Anything else** (no authorizer context: a direct invoke, a route
-//!   deployed without authorization; a Lambda authorizer): nothing is
-//!   granted. Authorization fails closed.
+//! API Gateway authenticates (JWT or IAM) and hands the verified identity
+//! over in the request context; this module is its only reader. A JWT's
+//! projects claim grants what it lists (`*` only as the whole claim), IAM
+//! every project on the routes its policy allows, anything else nothing
+//! (authorization fails closed). See docs/authorization.md.
 
 use crate::Request;
 use crate::error::ApiError;

@@ -1,23 +1,9 @@
 //! Strict JSON: the body must be one UTF-8 JSON object whose objects have no
 //! repeated keys, and numbers keep their decimal text (serde_json's
 //! `arbitrary_precision`) so DynamoDB's 38-digit numbers survive unchanged.
-//!
-//! Keys are data at every depth. serde_json gives two key names a meaning
-//! of their own: with `arbitrary_precision` it hands every number to a
-//! visitor as a one-entry object keyed [`NUMBER_KEY`], and with `raw_value`
-//! an object keyed [`RAW_VALUE_KEY`] is parsed again from its string. This
-//! reader tells serde_json's numbers from a body that spells the key (the
-//! digits of a number arrive as an owned string, text from the body never
-//! does), so such a key is an ordinary key here, under the same repeat
-//! check as any other; the field rules then refuse it where it may not go
-//! (`parameters`: `reserved_key`; a header name; an unknown field).
-//!
-//! The body is read in one pass that builds the value itself: it checks keys
-//! as they arrive, sizes every array and object to its content, and stops
-//! after [`MAX_BODY_VALUES`] values or [`MAX_BODY_DEPTH`] levels, so what a
-//! body costs in memory stays a small multiple of its length whatever its
-//! shape. A body stopped there is valid JSON that no valid update looks
-//! like: the field it was in is refused (`validation_failed`).
+//! One pass builds the value; keys are data at every depth ([`NUMBER_KEY`]
+//! and [`RAW_VALUE_KEY`] included), and it stops after [`MAX_BODY_VALUES`]
+//! values or [`MAX_BODY_DEPTH`] levels. See docs/api.md, Field rules.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;

@@ -1,23 +1,9 @@
-//! The entry point every Lambda function runs.
-//!
-//! Everything a function writes must be a JSON line with a `level`: Lambda
-//! counts a line without one as INFO, so at an application log level of
-//! WARN or above a plain-text line (Rust's panic message, `main`'s
-//! `Error: ...` after a failed start-up) would be dropped, and with it the
-//! only trace of the failure. So a panic is logged by a hook through the
-//! same subscriber as everything else, a failed start-up is logged before
-//! the process exits, and `main` never returns an error for Rust to print.
-//!
-//! The panic guard ([`crate::handler::serve`]) relies on panics unwinding
-//! (the release profile says `panic = "unwind"`, which cargo-lambda would
-//! otherwise replace with `"abort"`): a panicking request then gets the
-//! envelope's 500 instead of API Gateway's bare `{"message":"Internal
-//! Server Error"}`.
-//!
-//! The function takes its event as JSON ([`respond`]) and reads it itself
-//! ([`Request::from_event`]), so an event that is not an HTTP API event is
-//! answered with the envelope's 400, not failed in the runtime (which API
-//! Gateway would turn into its bare 502).
+//! The entry point every Lambda function runs: logging and the panic hook,
+//! start-up, the event read as JSON ([`respond`]) and the response.
+//! Every line must be JSON with a `level` (Lambda drops a plain-text line
+//! above INFO), so a panic or a failed start-up is logged, never printed:
+//! docs/operations.md, Logs. The panic guard ([`crate::handler::serve`])
+//! needs the release profile's `panic = "unwind"` (Cargo.toml says why).
 
 use std::convert::Infallible;
 use std::panic::PanicHookInfo;

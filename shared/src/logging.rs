@@ -1,19 +1,9 @@
 //! Log set-up for the Lambda functions and the local API: JSON lines on
-//! stdout, at the level `AWS_LAMBDA_LOG_LEVEL` (or `RUST_LOG`) names.
-//!
-//! A plain level, not `RUST_LOG`'s directive language: Lambda's log
-//! controls only ever set a level, and the directive parser would bring a
-//! regex engine into every cold start.
-//!
-//! Whatever level is asked for, other crates log at INFO at most: at DEBUG
-//! and TRACE the AWS SDK and the HTTP stack print whole requests and
-//! responses, and an `UpdateItem` response carries the stored `api_key`.
-//!
-//! Every line a request causes carries its `request_id` as a top-level
-//! field: the request's work runs inside [`request_span`], and the
-//! formatter writes the id of the span a line is logged in into the line,
-//! WARN, ERROR and the panic hook's included, without any call site
-//! passing it by hand.
+//! stdout, at the level `AWS_LAMBDA_LOG_LEVEL` (or `RUST_LOG`) names (a level
+//! name, not directives: Lambda only sets a level, and no regex engine).
+//! Other crates log at INFO at most ([`secret_safe`]: at DEBUG the SDK prints
+//! whole responses, a stored `api_key` included); every line a request causes
+//! carries its `request_id` ([`request_span`]). See docs/operations.md, Logs.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,18 +1,9 @@
-//! `PATCH`: a JSON Merge Patch (RFC 7396) applied to a record.
-//!
-//! At the top level a patch names the fields a `PUT` may set. A value
-//! replaces the field's; `null` removes the field where a record may lack
-//! it ([`removable`]: `headers`, `parameters`), and is refused elsewhere.
-//! An object merges recursively into `headers` (member names compared as
-//! header names are: letter case ignored, `_` read as `-`; the patch's
-//! spelling is kept) and into `parameters` (RFC 7396 exactly, through the
-//! `json-patch` crate): `null` removes a member, any other value replaces
-//! it.
-//!
-//! The patch is checked twice. [`parse`], before any database call: its
-//! fields (unknown, read-only, types, every rule on the values it would
-//! write) as for a `PUT`. [`apply`], on the stored record: every field rule
-//! and limit holds on the merged result, or nothing is written.
+//! `PATCH`: a JSON Merge Patch (RFC 7396) applied to a record. `null`
+//! removes only the maps ([`removable`]); an object merges into `headers`
+//! by header name and into `parameters` by RFC 7396 (the `json-patch`
+//! crate). Checked twice: [`parse`] before any read, [`apply`] on the merged
+//! record, which holds to every rule or nothing is written.
+//! See docs/api.md, PATCH: change one member with a JSON Merge Patch.
 
 use serde_json::{Map, Value};
 

@@ -1,21 +1,9 @@
-//! The calls a valid request makes: sealing, and the conditional write(s)
-//! that apply it, within one time budget.
-//!
-//! - [`put`]: the fields a request sets (a `PUT`, or a `PATCH` that merges
-//!   no object) in one `UpdateItem`; on a record holding values it keeps
-//!   and answers with (MCP `headers`), a second `UpdateItem` once those
-//!   values were opened, conditioned on them.
-//! - [`merge`]: a `PATCH` that merges an object into `headers` or
-//!   `parameters`: a consistent read, the merge, one `UpdateItem`
-//!   conditioned on the record as read; read and applied again, after a
-//!   jittered wait, while the time budget lasts ([`Budget::backoff`]), then
-//!   409.
-//! - [`current`]: a `PATCH` of `{}`: the record as it is, written nothing.
-//!
-//! Every path opens the sealed values it answers with before it writes,
-//! so an item whose values do not open is a 500 with nothing written.
-//! Either way a request makes at most one KMS call, at most two DynamoDB
-//! calls per try, and writes nothing when its answer is not 200.
+//! The calls a valid request makes, sealing and the conditional write(s)
+//! that apply it, within one time budget: [`put()`] (a `PUT`, or a `PATCH`
+//! merging no object), [`merge()`] (a `PATCH` merging into `headers` or
+//! `parameters`), [`current()`] (a `PATCH` of `{}`). At most one KMS call,
+//! nothing written unless the answer is 200: docs/ARCHITECTURE.md, The path
+//! of a request, and docs/api.md, Update semantics.
 
 mod keyed;
 

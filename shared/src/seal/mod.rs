@@ -1,24 +1,9 @@
-//! Sealing: the secrets a record holds are encrypted with AWS KMS before
-//! they reach the table, so a reader of the table, its stream or a backup
-//! sees only ciphertext.
-//!
-//! Two ways, by field ([`crate::records::Sealing`]):
-//!
-//! - **Whole** (`api_key`, never read back): one KMS `Encrypt` under the
-//!   secrets key (`SECRETS_KEY_ID`) with the encryption context
-//!   [`context`] (`{"field": "api_key", "id": "<record id>"}`); the
-//!   `CiphertextBlob` is stored as is, a Binary attribute. Any language
-//!   opens it with one `Decrypt` call and the same context.
-//! - **Values** (`headers`, shown in every response): the member names stay
-//!   readable, each value is sealed under the record's own data key
-//!   ([`values`]), and the data key, from one KMS `GenerateDataKey` with the
-//!   context `{"field": "headers", "project_id": …, "id": …}`, is stored
-//!   sealed beside them. Showing them again takes one `Decrypt`.
-//!
-//! A ciphertext copied to another record does not open. A request makes at
-//! most one KMS call; one that sets no secret, on a record with no sealed
-//! values, makes none, and a function whose records have no secret has no
-//! KMS client.
+//! Sealing: a record's secrets are encrypted with AWS KMS before they reach
+//! the table, so a reader of the table, its stream or a backup sees only
+//! ciphertext. By field ([`crate::records::Sealing`]): whole (`api_key`, one
+//! KMS `Encrypt` bound to [`context`]) or by value (`headers`, [`values`],
+//! under the record's data key). Contexts, costs and who can read what:
+//! docs/secrets.md.
 
 mod kms;
 #[cfg(feature = "memory-store")]

@@ -1,24 +1,9 @@
 //! Member values sealed under a record's own data key (envelope
 //! encryption): what keeps MCP `headers` values secret at rest while their
-//! names stay readable.
-//!
-//! Each record has a data key from KMS `GenerateDataKey` (AES-256), stored
-//! as KMS sealed it beside the map. The data key seals nothing itself:
-//! each write derives a key of its own from it (HKDF-SHA256 with a random
-//! 32-byte salt) and seals that write's values with it, AES-256-GCM with a
-//! random nonce, so no key ever seals more than one write's values (at most
-//! 64). The layout (version 2), for any language (docs/secrets.md):
-//!
-//! ```text
-//! write key     = HKDF-SHA256(ikm = data key, salt, info = "agent-server sealed values v2"), 32 bytes
-//! sealed value  = 0x02 || salt (32 bytes) || nonce (12 bytes) || ciphertext || tag (16 bytes)
-//! associated    = 0x02 || field || 0x00 || project_id || 0x00 || id || 0x00 || member name
-//! ```
-//!
-//! Layout 1, written before, still opens: `0x01 || nonce || ciphertext ||
-//! tag` under the data key itself, associated data starting with `0x01`.
-//! The associated data binds a value to its record and its member's name,
-//! so a value moved to another member or another record does not open.
+//! names stay readable. Each write seals its values (at most 64) under a key
+//! of its own, HKDF-SHA256 of the data key and a random salt, AES-256-GCM.
+//! The byte layouts (2, and 1 still opened) and why: docs/secrets.md, How an
+//! MCP header value is stored.
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
 use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};

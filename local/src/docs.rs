@@ -241,7 +241,7 @@ fn secure(response: &mut Response) {
     }
 }
 
-/// `yaml` with its top-level `servers` replaced by [`LOCAL_SERVERS`] (or
+/// `yaml` with its top-level `servers` replaced by `LOCAL_SERVERS` (or
 /// given it, if it had none). Text, not a YAML round trip: the served
 /// document keeps every comment, key order and example exactly as written.
 pub fn local_document(yaml: &str) -> String {

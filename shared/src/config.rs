@@ -19,7 +19,7 @@ pub enum ConfigError {
 }
 
 /// Everything a handler needs besides the store (which owns the table
-/// names, [`TableNames`]).
+/// names, [`crate::store::TableNames`]).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Field-rule policy.

@@ -2,7 +2,7 @@
 //! type and what a request may do with it. The response record (fields in
 //! the documented order), the rules a body is checked by, the read-only
 //! fields and the reading of a stored item all follow from that one
-//! declaration ([`record!`]).
+//! declaration (the `record!` macro).
 
 use serde::Serialize;
 use serde_json::{Map, Value};

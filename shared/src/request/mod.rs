@@ -1,5 +1,5 @@
 //! Reading a request: the record key and the JSON body here; the
-//! preconditions ([`preconditions`]) and media types ([`media`]) in their
+//! preconditions ([`mod@preconditions`]) and media types ([`media`]) in their
 //! own modules.
 //!
 //! Works on the request as API Gateway (HTTP API, payload 2.0) delivers it

@@ -1,7 +1,7 @@
 //! Storage: one conditional write per successful request.
 //!
 //! [`Store`] is the seam between handlers and DynamoDB. [`DynamoStore`] is
-//! the real one; [`MemoryStore`] (feature `memory-store`) follows the same
+//! the real one; `MemoryStore` (feature `memory-store`) follows the same
 //! semantics in memory for fast handler tests, and one conformance suite
 //! runs against both so they cannot drift.
 
@@ -414,7 +414,7 @@ impl Clause {
 
 impl Update {
     /// The write's condition, besides the item's existence and the write
-    /// being no earlier attempt of this one ([`written_by`]): the clauses
+    /// being no earlier attempt of this one (its `write_id`): the clauses
     /// in the order a refusal is explained by.
     pub fn clauses(&self) -> Vec<Clause> {
         let mut clauses = vec![Clause::Readable(self.kept())];
@@ -448,7 +448,7 @@ impl Update {
     /// fails. The memory store decides by it; the DynamoDB store explains a
     /// refused write by it from the old item DynamoDB returns. An attempt
     /// of this update that was already applied is not judged here
-    /// ([`written_by`]).
+    /// (its `write_id`).
     pub fn check(&self, stored: &Item) -> Result<(), StoreError> {
         judge(&self.clauses(), stored)
     }

@@ -18,5 +18,6 @@ exec "$root/scripts/with-local-api.sh" "$log_dir" bash -c '
   set -euo pipefail
   "$root/.venv/bin/st" --config-file "$root/tools/schemathesis.toml" run "$root/openapi.yaml" \
     --url "$API_URL" --header "Authorization: Bearer $API_TOKEN" --max-examples "$API_TEST_EXAMPLES" --seed "$API_TEST_SEED" \
+    ${API_TEST_PHASES:+--phases "$API_TEST_PHASES"} \
     --report har --report-dir "$log_dir" --no-color
   "$root/.venv/bin/python" "$root/tools/metrics/check_emf.py" "$log_dir"/*.log'

@@ -27,8 +27,9 @@ pub struct ItemError {
 }
 
 /// Attributes a write sets, by field name, in order: secrets among them
-/// only sealed ([`crate::patch::into_attributes`]).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// only sealed ([`crate::patch::into_attributes`]). Its `Debug` shows the
+/// names only all the same: a value may be a record's text as read.
+#[derive(Clone, Default, PartialEq)]
 pub struct Attributes(Vec<(&'static str, AttributeValue)>);
 
 impl Attributes {
@@ -40,6 +41,15 @@ impl Attributes {
     /// No attributes, with room for `capacity`.
     pub fn with_capacity(capacity: usize) -> Self {
         Self(Vec::with_capacity(capacity))
+    }
+}
+
+impl std::fmt::Debug for Attributes {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_map()
+            .entries(self.0.iter().map(|(name, _)| (name, "…")))
+            .finish()
     }
 }
 

@@ -241,8 +241,15 @@ async fn update_item<S: Store>(
 ) -> Result<Item, StoreError> {
     let mut tries = 0;
     loop {
+        // The time of this try's write: one that lands after the transaction
+        // that held the item must not stamp an earlier updated_at.
         let attempt = Update {
             budget: context.budget.remaining(),
+            now: if tries == 0 {
+                update.now.clone()
+            } else {
+                timestamp()
+            },
             ..update.clone()
         };
         let started = Instant::now();
@@ -252,6 +259,7 @@ async fn update_item<S: Store>(
             return written;
         };
         let Some(wait) = context.budget.backoff(tries) else {
+            tracing::warn!("keyed updates held the record past the time budget: nothing written");
             return Err(StoreError::Contended);
         };
         tries += 1;

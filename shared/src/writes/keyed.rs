@@ -7,16 +7,17 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Context, add_time, conflict, merged, open_stored, opened, seal, values_field};
+use super::{Context, add_time, conflict, merged, new_key, open_stored, opened, seal, values_field};
 use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
 use crate::merge::MergePatch;
 use crate::metrics::Calls;
-use crate::patch::Patch;
+use crate::patch::{Patch, Written};
 use crate::records::Resource;
 use crate::request::idempotency::KEPT_SECONDS;
 use crate::seal::DataKey;
+use crate::secret::Secret;
 use crate::store::{Kept, Store, StoreError, applied};
 
 /// The stored attribute naming the key of the write that last wrote a
@@ -72,23 +73,26 @@ pub async fn write<R: Resource, S: Store>(
         Write::Put(set, remove) => (Some((set, remove)), None, false),
         Write::Merge(patch) => (None, Some(patch), true),
     };
+    // The key that seals a kept copy of values the record holds as text.
+    let mut copy_key: Option<DataKey> = None;
     let mut tries = 0;
     loop {
         let (stored, now) = match read::<R, S>(app, context, keyed, calls).await? {
             Read::Kept(outcome) => return Ok(outcome),
             Read::Record(stored, now) => (stored, now),
         };
+        // The preconditions, judged on the record read: they hold through
+        // the transaction's condition on it.
+        context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
         // A PUT's own secrets are sealed once, and only once the key is
-        // known to be unused: a replay or a 422 seals nothing.
+        // known to be unused and the preconditions hold: a replay, a 422 or
+        // a 412 seals nothing.
         if let (Some((set, remove)), false) = (&mut put, sealed) {
             data_key = seal::<R, S>(app, &context.key, set, remove, &context.budget, calls)
                 .await?
                 .data_key;
             sealed = true;
         }
-        // The preconditions, judged on the record read: they hold through
-        // the transaction's condition on it.
-        context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
         let (set, remove) = match (&put, patch) {
             (Some((set, remove)), _) => {
                 // Values the write keeps are answered opened.
@@ -106,10 +110,11 @@ pub async fn write<R: Resource, S: Store>(
             .set
             .push((IDEMPOTENCY_KEY, AttributeValue::S(keyed.published.clone())));
         let written = applied(&update, &stored)?;
+        let record = sealed_copy::<R, S>(app, context, shown::<R>(&written), &mut copy_key, calls).await?;
         let kept = Kept {
             key: keyed.kept_key.clone(),
             fingerprint: keyed.fingerprint.clone(),
-            record: shown::<R>(&written),
+            record,
             kept_at: now,
             expires_at: now + KEPT_SECONDS,
         };
@@ -214,6 +219,44 @@ pub async fn current<R: Resource, S: Store>(
 fn keeps_values<R: Resource>(set: &Patch, remove: &[&'static str]) -> bool {
     values_field::<R>()
         .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field))
+}
+
+/// `record` with the values it holds as text (written before sealing) sealed
+/// under `copy_key` (made once, the request's one KMS call, as the write
+/// makes none then): a kept outcome holds no secret in the clear.
+async fn sealed_copy<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    mut record: Item,
+    copy_key: &mut Option<DataKey>,
+    calls: &mut Calls,
+) -> Result<Item, ApiError> {
+    let Some((field, attribute)) = values_field::<R>() else {
+        return Ok(record);
+    };
+    let secrets: Option<std::collections::BTreeMap<String, Secret>> = match record.get(field) {
+        Some(AttributeValue::M(members)) if !members.is_empty() && !record.contains_key(attribute) => members
+            .iter()
+            .map(|(name, value)| Some((name.clone(), Secret::from(value.as_s().ok()?.as_str()))))
+            .collect(),
+        _ => None,
+    };
+    let Some(secrets) = secrets else {
+        return Ok(record);
+    };
+    let key = match copy_key {
+        Some(key) => key,
+        None => copy_key.insert(new_key::<S>(app, field, context, calls).await?),
+    };
+    let mut set: Patch = vec![(field, Written::Secrets(secrets))];
+    crate::seal::seal_values(key, field, attribute, &context.key, &mut set)?;
+    for (name, value) in crate::patch::into_attributes(set)
+        .map_err(|_| ApiError::Internal)?
+        .iter()
+    {
+        record.insert((*name).to_owned(), value.clone());
+    }
+    Ok(record)
 }
 
 /// What of the record as written a replay answers with: everything but

@@ -628,3 +628,46 @@ async fn a_lost_response_retried_gets_the_original_answer_on_the_memory_store() 
     assert!(retry.headers.contains_key("last-modified"));
     assert_eq!(store.get(route.table(), &key), Some(written));
 }
+
+/// A keyed rename of a record whose headers were stored before sealing
+/// keeps no value in the clear: the kept copy's values are sealed under a
+/// key of its own, and the replay shows them as the record does.
+#[tokio::test]
+async fn a_kept_copy_of_headers_stored_in_the_clear_is_sealed() {
+    let app = dynamo_app(Policy::default()).await;
+    let route = Route::McpServers;
+    let key = seed(route, Seed::Dynamo).await;
+    let rename = || keyed(route, &key, "rename-legacy", &json!({"name": "Renamed"}));
+    let first = route.call(&app, rename().request()).await;
+    assert_eq!(first.status().as_u16(), 200, "{}", body_json(&first));
+    assert_eq!(body_json(&first)["data"]["headers"], json!({"X-Old": "old"}));
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let items = dynamo
+        .scan()
+        .table_name(TableNames::default().idempotency)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let kept = items
+        .iter()
+        .filter_map(|item| item[kept::RECORD].as_m().ok())
+        .find(|record| record.get("id") == Some(&AttributeValue::S(key.id.clone())))
+        .expect("the outcome is kept");
+    let headers = kept["headers"].as_m().expect("headers");
+    assert!(
+        matches!(headers.get("X-Old"), Some(AttributeValue::B(_))),
+        "{headers:?}"
+    );
+    assert!(matches!(kept.get("headers_key"), Some(AttributeValue::B(_))));
+    // The record itself keeps its text, as a rename leaves it.
+    let record = get_item(&dynamo, route.table(), &key).await.expect("record");
+    assert_eq!(
+        record["headers"].as_m().ok().and_then(|m| m.get("X-Old")),
+        Some(&AttributeValue::S("old".into()))
+    );
+    let replay = route.call(&app, rename().request()).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(body_json(&replay), body_json(&first));
+}

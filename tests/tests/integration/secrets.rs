@@ -208,7 +208,18 @@ async fn no_structure_that_holds_a_secret_shows_it() {
     let update = Update {
         table: McpServer::TABLE,
         key: key.clone(),
-        set: Default::default(),
+        // A value as read, in the clear: shown by no Debug all the same.
+        set: vec![(
+            "headers",
+            AttributeValue::M(
+                [(
+                    "Authorization".to_string(),
+                    AttributeValue::S(format!("Bearer {SENTINEL}")),
+                )]
+                .into(),
+            ),
+        )]
+        .into(),
         remove: Vec::new(),
         expected_versions: None,
         none_match: None,

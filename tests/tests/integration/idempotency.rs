@@ -55,6 +55,18 @@ fn keyed(route: Route, key: &Key, idempotency_key: &str, body: &Value) -> Event 
         .json(body)
 }
 
+/// Every outcome kept on DynamoDB Local, as its items are stored.
+async fn kept_items() -> Vec<Item> {
+    client(&dynamo_local().await.endpoint)
+        .scan()
+        .table_name(TableNames::default().idempotency)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default()
+}
+
 fn summary(response: &Response) -> (u16, Value, Option<String>, Option<String>) {
     let header = |name: &str| {
         response
@@ -173,15 +185,7 @@ async fn a_retry_answers_the_kept_outcome_on_dynamodb_local() {
     let app = dynamo_app(Policy::default()).await;
     each_route(&app, None).await;
     // The kept outcome has its time to live, 24 hours on.
-    let dynamo = client(&dynamo_local().await.endpoint);
-    let items = dynamo
-        .scan()
-        .table_name(TableNames::default().idempotency)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
+    let items = kept_items().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(0));
@@ -641,15 +645,7 @@ async fn a_kept_copy_of_headers_stored_in_the_clear_is_sealed() {
     let first = route.call(&app, rename().request()).await;
     assert_eq!(first.status().as_u16(), 200, "{}", body_json(&first));
     assert_eq!(body_json(&first)["data"]["headers"], json!({"X-Old": "old"}));
-    let dynamo = client(&dynamo_local().await.endpoint);
-    let items = dynamo
-        .scan()
-        .table_name(TableNames::default().idempotency)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
+    let items = kept_items().await;
     let kept = items
         .iter()
         .filter_map(|item| item[kept::RECORD].as_m().ok())
@@ -662,6 +658,7 @@ async fn a_kept_copy_of_headers_stored_in_the_clear_is_sealed() {
     );
     assert!(matches!(kept.get("headers_key"), Some(AttributeValue::B(_))));
     // The record itself keeps its text, as a rename leaves it.
+    let dynamo = client(&dynamo_local().await.endpoint);
     let record = get_item(&dynamo, route.table(), &key).await.expect("record");
     assert_eq!(
         record["headers"].as_m().ok().and_then(|m| m.get("X-Old")),

@@ -46,6 +46,10 @@ impl Context {
             tracing::error!(%error, "nothing written");
             ApiError::Internal
         })?;
+        // A write without a key leaves no earlier write's key on the record
+        // (its change event would carry it); a keyed write sets it instead.
+        let mut remove = remove;
+        remove.push(IDEMPOTENCY_KEY);
         Ok(Update {
             table: R::TABLE,
             key: self.key.clone(),
@@ -60,12 +64,6 @@ impl Context {
             updated_by: self.principal.clone(),
             budget: self.budget.remaining(),
             unchanged: Vec::new(),
-        })
-        .map(|mut update| {
-            // A write without a key leaves no earlier write's key on the
-            // record (its change event would carry it).
-            update.remove.push(IDEMPOTENCY_KEY);
-            update
         })
     }
 
@@ -114,6 +112,13 @@ fn values_field<R: Resource>() -> Option<(&'static str, &'static str)> {
         Some(Sealing::Values { key }) => Some((field.name, key)),
         _ => None,
     })
+}
+
+/// Whether a write of `set` and `remove` keeps `R`'s sealed values as they
+/// are (neither sets nor removes them).
+fn keeps_values<R: Resource>(set: &Patch, remove: &[&'static str]) -> bool {
+    values_field::<R>()
+        .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field))
 }
 
 /// The stored attributes a write that keeps `R`'s sealed values must find
@@ -194,8 +199,7 @@ pub async fn put<R: Resource, S: Store>(
     calls: &mut Calls,
 ) -> Result<Item, ApiError> {
     let sealed = seal::<R, S>(app, &context.key, &mut set, &mut remove, &context.budget, calls).await?;
-    let keeps_values = values_field::<R>()
-        .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field));
+    let keeps_values = keeps_values::<R>(&set, &remove);
     let mut update = context.update::<R>(set, remove)?;
     if !keeps_values {
         let item = update_item(app, context, &update, calls).await?;

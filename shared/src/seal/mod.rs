@@ -407,6 +407,36 @@ pub async fn seal_stored(
     Ok(names)
 }
 
+/// Seals the map `field` that `from` holds as text (values stored before
+/// sealing, or opened) under a key of this write's own derived from
+/// `data_key`, and sets it in `into` with the data key as `attribute`
+/// beside it ([`seal_values`]). Whether `from` held such a map.
+pub fn seal_text_values(
+    data_key: &DataKey,
+    field: &'static str,
+    attribute: &'static str,
+    key: &Key,
+    from: &Item,
+    into: &mut Item,
+) -> Result<bool, SealError> {
+    let Some(secrets) = from
+        .get(field)
+        .and_then(|value| secrets_of(value.as_m().ok()?))
+        .filter(|secrets| !secrets.is_empty())
+    else {
+        return Ok(false);
+    };
+    let mut set: Patch = vec![(field, Written::Secrets(secrets))];
+    seal_values(data_key, field, attribute, key, &mut set)?;
+    for (name, value) in into_attributes(set)
+        .map_err(|error| SealError::Refused(error.to_string()))?
+        .iter()
+    {
+        into.insert((*name).to_owned(), value.clone());
+    }
+    Ok(true)
+}
+
 /// `members` as secrets, if each is text (S): values stored before sealing.
 fn secrets_of(members: &HashMap<String, AttributeValue>) -> Option<BTreeMap<String, Secret>> {
     members
@@ -453,21 +483,9 @@ pub async fn reseal_stored(
         let mut opened = item.clone();
         open_item(fields, &key, &mut opened, Some(&data_key))
             .map_err(|error| SealError::Refused(error.to_string()))?;
-        let Some(secrets) = opened
-            .get(field.name)
-            .and_then(|value| secrets_of(value.as_m().ok()?))
-        else {
-            continue;
-        };
-        let mut set: Patch = vec![(field.name, Written::Secrets(secrets))];
-        seal_values(&data_key, field.name, attribute, &key, &mut set)?;
-        for (name, value) in into_attributes(set)
-            .map_err(|error| SealError::Refused(error.to_string()))?
-            .iter()
-        {
-            item.insert((*name).to_owned(), value.clone());
+        if seal_text_values(&data_key, field.name, attribute, &key, &opened, item)? {
+            names.push(field.name);
         }
-        names.push(field.name);
     }
     Ok(names)
 }

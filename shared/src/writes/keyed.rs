@@ -7,17 +7,18 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Context, add_time, conflict, merged, new_key, open_stored, opened, seal, values_field};
+use super::{
+    Context, add_time, conflict, keeps_values, merged, new_key, open_stored, opened, seal, values_field,
+};
 use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
 use crate::merge::MergePatch;
 use crate::metrics::Calls;
-use crate::patch::{Patch, Written};
+use crate::patch::Patch;
 use crate::records::Resource;
 use crate::request::idempotency::KEPT_SECONDS;
 use crate::seal::DataKey;
-use crate::secret::Secret;
 use crate::store::{Kept, Store, StoreError, applied};
 
 /// The stored attribute naming the key of the write that last wrote a
@@ -69,10 +70,9 @@ pub async fn write<R: Resource, S: Store>(
 ) -> Result<Outcome, ApiError> {
     // The record's data key once opened, or the one made for this write.
     let mut data_key: Option<DataKey> = None;
-    let (mut put, patch, mut sealed) = match write {
-        Write::Put(set, remove) => (Some((set, remove)), None, false),
-        Write::Merge(patch) => (None, Some(patch), true),
-    };
+    let mut write = write;
+    // A PUT's own secrets, sealed once.
+    let mut sealed = false;
     // The key that seals a kept copy of values the record holds as text.
     let mut copy_key: Option<DataKey> = None;
     let mut tries = 0;
@@ -84,25 +84,23 @@ pub async fn write<R: Resource, S: Store>(
         // The preconditions, judged on the record read: they hold through
         // the transaction's condition on it.
         context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
-        // A PUT's own secrets are sealed once, and only once the key is
-        // known to be unused and the preconditions hold: a replay, a 422 or
-        // a 412 seals nothing.
-        if let (Some((set, remove)), false) = (&mut put, sealed) {
-            data_key = seal::<R, S>(app, &context.key, set, remove, &context.budget, calls)
-                .await?
-                .data_key;
-            sealed = true;
-        }
-        let (set, remove) = match (&put, patch) {
-            (Some((set, remove)), _) => {
+        let (set, remove) = match &mut write {
+            Write::Put(set, remove) => {
+                // Sealed only once the key is known to be unused and the
+                // preconditions hold: a replay, a 422 or a 412 seals nothing.
+                if !sealed {
+                    data_key = seal::<R, S>(app, &context.key, set, remove, &context.budget, calls)
+                        .await?
+                        .data_key;
+                    sealed = true;
+                }
                 // Values the write keeps are answered opened.
                 if keeps_values::<R>(set, remove) {
                     open_stored::<R, S>(app, context, &stored, &mut data_key, calls).await?;
                 }
                 (set.clone(), remove.clone())
             }
-            (None, Some(patch)) => merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?,
-            (None, None) => return Err(ApiError::Internal),
+            Write::Merge(patch) => merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?,
         };
         let mut update = context.update_as_read::<R>(set, remove, &stored)?;
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
@@ -214,13 +212,6 @@ pub async fn current<R: Resource, S: Store>(
     })
 }
 
-/// Whether a write of `set` and `remove` keeps `R`'s sealed values as they
-/// are (neither sets nor removes them).
-fn keeps_values<R: Resource>(set: &Patch, remove: &[&'static str]) -> bool {
-    values_field::<R>()
-        .is_some_and(|(field, _)| !set.iter().any(|(name, _)| *name == field) && !remove.contains(&field))
-}
-
 /// `record` with the values it holds as text (written before sealing) sealed
 /// under `copy_key` (made once, the request's one KMS call, as the write
 /// makes none then): a kept outcome holds no secret in the clear.
@@ -234,28 +225,18 @@ async fn sealed_copy<R: Resource, S: Store>(
     let Some((field, attribute)) = values_field::<R>() else {
         return Ok(record);
     };
-    let secrets: Option<std::collections::BTreeMap<String, Secret>> = match record.get(field) {
-        Some(AttributeValue::M(members)) if !members.is_empty() && !record.contains_key(attribute) => members
-            .iter()
-            .map(|(name, value)| Some((name.clone(), Secret::from(value.as_s().ok()?.as_str()))))
-            .collect(),
-        _ => None,
-    };
-    let Some(secrets) = secrets else {
+    let in_the_clear = !record.contains_key(attribute)
+        && matches!(record.get(field), Some(AttributeValue::M(members))
+            if !members.is_empty() && members.values().all(|value| matches!(value, AttributeValue::S(_))));
+    if !in_the_clear {
         return Ok(record);
-    };
+    }
     let key = match copy_key {
         Some(key) => key,
         None => copy_key.insert(new_key::<S>(app, field, context, calls).await?),
     };
-    let mut set: Patch = vec![(field, Written::Secrets(secrets))];
-    crate::seal::seal_values(key, field, attribute, &context.key, &mut set)?;
-    for (name, value) in crate::patch::into_attributes(set)
-        .map_err(|_| ApiError::Internal)?
-        .iter()
-    {
-        record.insert((*name).to_owned(), value.clone());
-    }
+    let from = record.clone();
+    crate::seal::seal_text_values(key, field, attribute, &context.key, &from, &mut record)?;
     Ok(record)
 }
 

@@ -248,6 +248,15 @@ fn listed(
     placeholders.join(", ")
 }
 
+impl From<Failure> for StoreError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Unavailable(reason) => Self::Unavailable(reason),
+            Failure::Refused(reason) => Self::Internal(reason),
+        }
+    }
+}
+
 /// A request the SDK's builder refused to build: a bug here, never input.
 fn unbuildable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("request not built: {error}"))
@@ -289,7 +298,7 @@ impl Store for DynamoStore {
             .send()
             .await;
         let output = output.map_err(|error| {
-            match budget::failure(&error, |error| {
+            StoreError::from(budget::failure(&error, |error| {
                 matches!(
                     error,
                     BatchGetItemError::ProvisionedThroughputExceededException(_)
@@ -297,10 +306,7 @@ impl Store for DynamoStore {
                         | BatchGetItemError::ThrottlingException(_)
                         | BatchGetItemError::InternalServerError(_)
                 )
-            }) {
-                Failure::Unavailable(reason) => StoreError::Unavailable(reason),
-                Failure::Refused(reason) => StoreError::Internal(reason),
-            }
+            }))
         })?;
         // Keys DynamoDB did not get to (throttled within the batch).
         if output
@@ -409,21 +415,16 @@ impl Store for DynamoStore {
                 }
             };
         }
-        Err(
-            match budget::failure(&error, |error| {
-                matches!(
-                    error,
-                    TransactWriteItemsError::ProvisionedThroughputExceededException(_)
-                        | TransactWriteItemsError::RequestLimitExceeded(_)
-                        | TransactWriteItemsError::ThrottlingException(_)
-                        | TransactWriteItemsError::InternalServerError(_)
-                        | TransactWriteItemsError::TransactionInProgressException(_)
-                )
-            }) {
-                Failure::Unavailable(reason) => StoreError::Unavailable(reason),
-                Failure::Refused(reason) => StoreError::Internal(reason),
-            },
-        )
+        Err(StoreError::from(budget::failure(&error, |error| {
+            matches!(
+                error,
+                TransactWriteItemsError::ProvisionedThroughputExceededException(_)
+                    | TransactWriteItemsError::RequestLimitExceeded(_)
+                    | TransactWriteItemsError::ThrottlingException(_)
+                    | TransactWriteItemsError::InternalServerError(_)
+                    | TransactWriteItemsError::TransactionInProgressException(_)
+            )
+        })))
     }
 
     async fn read(&self, table: Table, key: &Key, budget: Duration) -> Result<Option<Item>, StoreError> {
@@ -444,20 +445,15 @@ impl Store for DynamoStore {
             .await;
         match output {
             Ok(output) => Ok(output.item),
-            Err(error) => Err(
-                match budget::failure(&error, |error| {
-                    matches!(
-                        error,
-                        GetItemError::ProvisionedThroughputExceededException(_)
-                            | GetItemError::RequestLimitExceeded(_)
-                            | GetItemError::ThrottlingException(_)
-                            | GetItemError::InternalServerError(_)
-                    )
-                }) {
-                    Failure::Unavailable(reason) => StoreError::Unavailable(reason),
-                    Failure::Refused(reason) => StoreError::Internal(reason),
-                },
-            ),
+            Err(error) => Err(StoreError::from(budget::failure(&error, |error| {
+                matches!(
+                    error,
+                    GetItemError::ProvisionedThroughputExceededException(_)
+                        | GetItemError::RequestLimitExceeded(_)
+                        | GetItemError::ThrottlingException(_)
+                        | GetItemError::InternalServerError(_)
+                )
+            }))),
         }
     }
 
@@ -538,10 +534,7 @@ fn classify(
                 })),
         };
     }
-    Err(match budget::failure(&error, transient) {
-        Failure::Unavailable(reason) => StoreError::Unavailable(reason),
-        Failure::Refused(reason) => StoreError::Internal(reason),
-    })
+    Err(StoreError::from(budget::failure(&error, transient)))
 }
 
 /// Whether DynamoDB's answer means "try again later" beyond what the status

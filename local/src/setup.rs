@@ -34,101 +34,82 @@ fn failed(step: impl Into<String>, error: impl std::error::Error) -> SetupError 
 /// Creates every table that does not exist yet.
 pub async fn create_tables(client: &Client, tables: &TableNames) -> Result<(), SetupError> {
     for table in Table::ALL {
-        let name = tables.name(table);
-        let mut keys = vec![("id", KeyType::Hash)];
-        if table.scoped_by_project() {
-            keys = vec![("project_id", KeyType::Hash), ("id", KeyType::Range)];
-        }
+        let keys: &[(&str, KeyType)] = if table.scoped_by_project() {
+            &[("project_id", KeyType::Hash), ("id", KeyType::Range)]
+        } else {
+            &[("id", KeyType::Hash)]
+        };
         // A stream of new images, as template.yaml gives the tables on AWS
         // (PublishChangeEvents): `make events` and `make events-test` read it.
-        let mut request = client
-            .create_table()
-            .table_name(name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewImage)
-                    .build()
-                    .map_err(|e| failed("define stream", e))?,
-            );
-        for (attribute, key_type) in keys {
-            request = request
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name(attribute)
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .map_err(|e| failed("define attribute", e))?,
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(attribute)
-                        .key_type(key_type)
-                        .build()
-                        .map_err(|e| failed("define key", e))?,
-                );
-        }
-        match request.send().await {
-            Ok(_) => {}
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_in_use_exception()) => {}
-            Err(error) => return Err(failed(format!("create table {name}"), error)),
-        }
+        let stream = StreamSpecification::builder()
+            .stream_enabled(true)
+            .stream_view_type(StreamViewType::NewImage)
+            .build()
+            .map_err(|e| failed("define stream", e))?;
+        create_table(client, tables.name(table), keys, Some(stream)).await?;
     }
-    create_kept_outcomes(client, &tables.idempotency).await
+    // The outcomes kept under idempotency keys, as template.yaml gives them:
+    // keyed by `key`, expiring by `expires_at`.
+    let name = &tables.idempotency;
+    if create_table(client, name, &[(kept::KEY, KeyType::Hash)], None).await? {
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name(kept::EXPIRES_AT)
+                    .build()
+                    .map_err(|e| failed("define time to live", e))?,
+            )
+            .send()
+            .await
+            .map_err(|e| failed(format!("set the time to live of {name}"), e))?;
+    }
+    Ok(())
 }
 
-/// The table of outcomes kept under idempotency keys, as template.yaml
-/// gives it: keyed by `key`, expiring by `expires_at`.
-async fn create_kept_outcomes(client: &Client, name: &str) -> Result<(), SetupError> {
-    let created = client
+/// Creates the table `name` keyed by `keys` (each a string), with `stream`
+/// if given: whether it was created (`false`: it exists already).
+async fn create_table(
+    client: &Client,
+    name: &str,
+    keys: &[(&str, KeyType)],
+    stream: Option<StreamSpecification>,
+) -> Result<bool, SetupError> {
+    let mut request = client
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(kept::KEY)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(|e| failed("define attribute", e))?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(kept::KEY)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(|e| failed("define key", e))?,
-        )
-        .send()
-        .await;
-    match created {
-        Ok(_) => {}
+        .set_stream_specification(stream);
+    for (attribute, key_type) in keys {
+        request = request
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*attribute)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(|e| failed("define attribute", e))?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(*attribute)
+                    .key_type(key_type.clone())
+                    .build()
+                    .map_err(|e| failed("define key", e))?,
+            );
+    }
+    match request.send().await {
+        Ok(_) => Ok(true),
         Err(error)
             if error
                 .as_service_error()
                 .is_some_and(|e| e.is_resource_in_use_exception()) =>
         {
-            return Ok(());
+            Ok(false)
         }
-        Err(error) => return Err(failed(format!("create table {name}"), error)),
+        Err(error) => Err(failed(format!("create table {name}"), error)),
     }
-    client
-        .update_time_to_live()
-        .table_name(name)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .enabled(true)
-                .attribute_name(kept::EXPIRES_AT)
-                .build()
-                .map_err(|e| failed("define time to live", e))?,
-        )
-        .send()
-        .await
-        .map_err(|e| failed(format!("set the time to live of {name}"), e))?;
-    Ok(())
 }
 
 /// Writes the sample records, replacing any earlier copies. With a

@@ -65,8 +65,16 @@ impl Budget {
     /// invocation's `deadline` (when it has one) comes sooner, less
     /// [`ANSWER_MARGIN`].
     pub fn start(deadline: Option<SystemTime>) -> Self {
+        Self::start_with(deadline, TIME_BUDGET)
+    }
+
+    /// A budget of `time` (a request that also runs an MCP handshake gets
+    /// [`TIME_BUDGET`] for its AWS calls on top of the handshake's), or
+    /// less where the invocation's `deadline` comes sooner, less
+    /// [`ANSWER_MARGIN`].
+    pub fn start_with(deadline: Option<SystemTime>, time: Duration) -> Self {
         let now = Instant::now();
-        let mut time = TIME_BUDGET;
+        let mut time = time;
         if let Some(deadline) = deadline {
             let left = deadline.duration_since(SystemTime::now()).unwrap_or_default();
             time = time.min(left.saturating_sub(ANSWER_MARGIN));

@@ -30,6 +30,12 @@ struct Details<'a> {
     fields: Option<&'a [FieldError]>,
     #[serde(rename = "requestId", skip_serializing_if = "Option::is_none")]
     request_id: Option<&'a str>,
+    /// Where a `verify=true` handshake failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stage: Option<&'static str>,
+    /// The HTTP status the MCP server answered, where that was the failure.
+    #[serde(rename = "httpStatus", skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
 }
 
 /// An `ETag` value (a strong validator) for a stored `version`, given as
@@ -69,7 +75,12 @@ pub fn http_date(timestamp: &str) -> Option<String> {
 /// that explains it (every line a request causes carries it).
 pub fn failure(error: &ApiError, request_id: &str) -> Response {
     let message = error.to_string();
-    let mut response = error_envelope(error.status(), error.code(), &message, error.fields(), request_id);
+    let unverified = match error {
+        ApiError::McpUnverified { stage, http_status } => Some((*stage, *http_status)),
+        _ => None,
+    };
+    let parts = (error.status(), error.code(), message.as_str());
+    let mut response = error_details(parts, error.fields(), request_id, unverified);
     match error {
         ApiError::Unavailable => set_header(
             &mut response,
@@ -108,6 +119,17 @@ pub fn error_envelope(
     fields: Option<&[FieldError]>,
     request_id: &str,
 ) -> Response {
+    error_details((status, code, message), fields, request_id, None)
+}
+
+/// An error envelope: status, code and message, the field problems, the
+/// request id (on a 500 or 503), and where a handshake failed.
+fn error_details(
+    (status, code, message): (u16, &'static str, &str),
+    fields: Option<&[FieldError]>,
+    request_id: &str,
+    unverified: Option<(&'static str, Option<u16>)>,
+) -> Response {
     let body: Envelope<'_, Value> = Envelope {
         error: true,
         message,
@@ -117,6 +139,8 @@ pub fn error_envelope(
             code: Some(code),
             fields,
             request_id: matches!(status, 500 | 503).then_some(request_id),
+            stage: unverified.map(|(stage, _)| stage),
+            http_status: unverified.and_then(|(_, status)| status),
         },
     };
     render(status, &body)

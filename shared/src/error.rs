@@ -232,6 +232,17 @@ pub enum ApiError {
     /// request (another method, body or preconditions) within 24 hours.
     #[error("Idempotency-Key already used on this record with another request")]
     IdempotencyKeyReused,
+    /// `verify` is not `true`, or is given more than once.
+    #[error("Invalid verify: the only value is true")]
+    InvalidVerify(FieldError),
+    /// `verify=true` and the MCP handshake failed; nothing was written.
+    #[error("MCP server not verified: the handshake failed at {stage}")]
+    McpUnverified {
+        /// Where it failed ([`crate::mcp::Failure::stage`]).
+        stage: &'static str,
+        /// The HTTP status the server answered, where that was the failure.
+        http_status: Option<u16>,
+    },
     /// The body is missing, empty, not JSON, not an object, or not UTF-8.
     #[error("Request body must be a JSON object")]
     InvalidJson(FieldError),
@@ -290,6 +301,7 @@ impl ApiError {
             | Self::InvalidIfMatch(_)
             | Self::InvalidIfNoneMatch(_)
             | Self::InvalidIdempotencyKey(_)
+            | Self::InvalidVerify(_)
             | Self::InvalidJson(_)
             | Self::Validation(_)
             | Self::EmptyUpdate
@@ -298,7 +310,7 @@ impl ApiError {
             Self::NotFound(_) => 404,
             Self::Conflict => 409,
             Self::PreconditionFailed { .. } => 412,
-            Self::IdempotencyKeyReused => 422,
+            Self::IdempotencyKeyReused | Self::McpUnverified { .. } => 422,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType(_) => 415,
             Self::Internal => 500,
@@ -315,6 +327,8 @@ impl ApiError {
             Self::InvalidIfNoneMatch(_) => "invalid_if_none_match",
             Self::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::InvalidVerify(_) => "invalid_verify",
+            Self::McpUnverified { .. } => "mcp_unverified",
             Self::InvalidJson(_) => "invalid_json",
             Self::Validation(_) => "validation_failed",
             Self::EmptyUpdate => "empty_update",
@@ -338,6 +352,7 @@ impl ApiError {
             | Self::InvalidIfMatch(field)
             | Self::InvalidIfNoneMatch(field)
             | Self::InvalidIdempotencyKey(field)
+            | Self::InvalidVerify(field)
             | Self::InvalidJson(field) => Some(std::slice::from_ref(field)),
             Self::Validation(fields) => Some(fields),
             _ => None,

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use crate::app::App;
 use crate::auth::{Caller, Target};
-use crate::budget::Budget;
+use crate::budget::{Budget, TIME_BUDGET};
 use crate::envelope;
 use crate::error::ApiError;
 use crate::item;
@@ -147,15 +147,25 @@ async fn apply<R: Resource, S: Store>(
     authorize(caller, &key)?;
     let preconditions = request::preconditions(request)?;
     let idempotency_key = request::idempotency_key(request)?;
+    // Only a record kind that can be verified reads `verify` (a constant:
+    // the other functions do not link the MCP client).
+    let verify = R::VERIFIES && request::verify(request)?;
     let kind = request::BodyKind::of(request);
     let body = request::json_body(request, kind)?;
     // Every AWS call shares one budget, bounded by the invocation's
-    // deadline; nothing reaches the table unless every secret was sealed.
+    // deadline (a handshake's time on top when verifying); nothing reaches
+    // the table unless every secret was sealed.
+    let deadline = Budget::deadline_of(request.context());
     let context = writes::Context {
         key,
         preconditions,
         principal: caller.principal.clone(),
-        budget: Budget::start(Budget::deadline_of(request.context())),
+        budget: if verify {
+            Budget::start_with(deadline, TIME_BUDGET + crate::mcp::HANDSHAKE_BUDGET)
+        } else {
+            Budget::start(deadline)
+        },
+        verify,
     };
     // A keyed write keeps its outcome, and a retry of it answers that.
     // A key is its caller's: a caller with no name can own none.
@@ -164,52 +174,37 @@ async fn apply<R: Resource, S: Store>(
         (Some(_), None) => return Err(idempotency::unnamed_caller()),
         (Some(key), Some(identity)) => Some(writes::Keyed {
             kept_key: idempotency::kept_key(R::FUNCTION, &identity, R::ROUTE, &context.key, &key),
-            fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key),
+            fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key, verify),
             published: crate::logging::escaped(key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
         }),
     };
-    let calls = &mut seen.calls;
-    let (item, replayed) = match (kind, keyed) {
-        (request::BodyKind::Update, keyed) => {
+    let patch;
+    let write = match kind {
+        request::BodyKind::Update => {
             let set = patch::parse::<R>(&body, app.settings.policy)?;
             log_fields(set.iter().map(|(name, _)| *name));
-            match keyed {
-                Some(keyed) => {
-                    let write = writes::Write::Put(set, Vec::new());
-                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
-                }
-                None => (
-                    writes::put::<R, S>(app, &context, set, Vec::new(), calls).await?,
-                    false,
-                ),
-            }
+            writes::Write::Put(set, Vec::new())
         }
-        (request::BodyKind::MergePatch, keyed) => {
-            let patch = merge::parse::<R>(&body, app.settings.policy)?;
+        request::BodyKind::MergePatch => {
+            patch = merge::parse::<R>(&body, app.settings.policy)?;
             log_fields(patch.fields());
-            // `{}` changes nothing: the record as it is, nothing kept. A
-            // patch that merges no object is the partial update a PUT makes
-            // (its nulls remove): no read is needed.
-            match (patch.as_update(), keyed) {
-                (_, Some(keyed)) if patch.is_empty() => {
-                    outcome(writes::keyed_current::<R, S>(app, &context, &keyed, calls).await?)
-                }
-                _ if patch.is_empty() => (writes::current::<R, S>(app, &context, calls).await?, false),
-                (Some((set, remove)), None) => (
-                    writes::put::<R, S>(app, &context, set, remove, calls).await?,
-                    false,
-                ),
-                (None, None) => (writes::merge::<R, S>(app, &context, &patch, calls).await?, false),
-                (Some((set, remove)), Some(keyed)) => {
-                    let write = writes::Write::Put(set, remove);
-                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
-                }
-                (None, Some(keyed)) => {
-                    let write = writes::Write::Merge(&patch);
-                    outcome(writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?)
-                }
+            // `{}` changes nothing: the record as it is (unless verifying).
+            // A patch that merges no object is the partial update a PUT
+            // makes (its nulls remove): no read is needed.
+            match patch.as_update() {
+                _ if patch.is_empty() => writes::Write::Nothing,
+                Some((set, remove)) => writes::Write::Put(set, remove),
+                None => writes::Write::Merge(&patch),
             }
         }
+    };
+    let calls = &mut seen.calls;
+    let (item, replayed) = match keyed {
+        Some(keyed) => {
+            let outcome = writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?;
+            (outcome.item, outcome.replayed)
+        }
+        None => (writes::write::<R, S>(app, &context, write, calls).await?, false),
     };
     let written = item::string(&item, "updated_at").ok().flatten();
     let stored =
@@ -218,10 +213,6 @@ async fn apply<R: Resource, S: Store>(
         tracing::error!(%error, "stored item is malformed");
         ApiError::Internal
     })
-}
-
-fn outcome(outcome: writes::Outcome) -> (crate::item::Item, bool) {
-    (outcome.item, outcome.replayed)
 }
 
 /// Whether `caller` may change the record `key`: a 403 otherwise.

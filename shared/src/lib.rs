@@ -20,6 +20,7 @@ pub mod item;
 pub mod json;
 pub mod lambda;
 pub mod logging;
+pub mod mcp;
 pub mod merge;
 pub mod metrics;
 pub mod number;

@@ -81,6 +81,8 @@ pub struct Calls {
     pub dynamodb: Option<Duration>,
     /// Around sealing, if the request set a secret.
     pub kms: Option<Duration>,
+    /// Around the MCP handshake of `verify=true`, if one ran.
+    pub mcp: Option<Duration>,
 }
 
 /// One request, as its metrics line reports it.
@@ -129,6 +131,7 @@ pub fn document(namespace: &str, measurement: &Measurement<'_>, timestamp_ms: i6
     for (name, time) in [
         ("DynamoDbLatency", measurement.calls.dynamodb),
         ("KmsLatency", measurement.calls.kms),
+        ("McpHandshakeLatency", measurement.calls.mcp),
     ] {
         if let Some(time) = time {
             metrics.push(json!({"Name": name, "Unit": "Milliseconds"}));
@@ -203,6 +206,7 @@ mod tests {
             calls: Calls {
                 dynamodb: None,
                 kms: Some(Duration::from_millis(3)),
+                mcp: None,
             },
             cold_start: true,
         };

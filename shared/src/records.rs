@@ -41,6 +41,13 @@ pub enum Access {
         /// The attribute holding the record's data key, as KMS sealed it.
         key: &'static str,
     },
+    /// Set by the service when `verify=true` proved the record's
+    /// configuration ([`crate::mcp`]); shown as stored, and removed by a
+    /// write that sets one of the fields `of` without verifying.
+    Verification {
+        /// The fields whose values were verified.
+        of: &'static [&'static str],
+    },
 }
 
 /// How a field's value is sealed before it is stored.
@@ -72,14 +79,17 @@ impl Field {
     pub fn rule(&self) -> Option<Rule> {
         match self.access {
             Access::Set(rule) | Access::WriteOnly(rule) | Access::SealedValues { rule, .. } => Some(rule),
-            Key | Stamp | Kept => None,
+            Key | Stamp | Kept | Access::Verification { .. } => None,
         }
     }
 
     /// Whether a response shows it, and an update that does not set it
     /// keeps it: then its stored type must be the one the response needs.
     pub fn is_kept_and_shown(&self) -> bool {
-        matches!(self.access, Kept | Set(_) | Access::SealedValues { .. })
+        matches!(
+            self.access,
+            Kept | Set(_) | Access::SealedValues { .. } | Access::Verification { .. }
+        )
     }
 
     /// How a request's value is sealed before it is stored
@@ -109,6 +119,50 @@ const fn any_sealed(fields: &[Field]) -> bool {
         index += 1;
     }
     false
+}
+
+/// What a passed `verify=true` handshake found, as an MCP server record
+/// shows it ([`crate::mcp::Verified`], and when).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Verification {
+    /// When the handshake passed.
+    pub verified_at: String,
+    /// The protocol version agreed.
+    pub protocol_version: String,
+    /// The server's name, as it announced it.
+    pub name: String,
+    /// The server's version, as it announced it.
+    pub version: String,
+    /// How many tools it listed.
+    pub tools: u64,
+}
+
+impl Attribute for Verification {
+    const KIND: Kind = Kind::Map;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        let Some(map) = crate::item::object(item, name)? else {
+            return Ok(None);
+        };
+        serde_json::from_value(Value::Object(map))
+            .map(Some)
+            .map_err(|_| ItemError {
+                attribute: name.into(),
+                expected: "a verification (M of verified_at, protocol_version, name, version, tools)",
+            })
+    }
+}
+
+/// The field of `fields` holding a verification, and the fields it
+/// vouches for.
+pub const fn verification(fields: &[Field]) -> Option<(&'static str, &'static [&'static str])> {
+    let mut index = 0;
+    while index < fields.len() {
+        if let Access::Verification { of } = fields[index].access {
+            return Some((fields[index].name, of));
+        }
+        index += 1;
+    }
+    None
 }
 
 /// A record kind's table, with its key schema.
@@ -187,6 +241,10 @@ pub trait Resource: Serialize + Sized {
     /// Whether a request may set a sealed field, so the function serving
     /// this kind needs a sealer (and no other function has one).
     const SEALS: bool = any_sealed(Self::FIELDS);
+    /// Whether a request may ask for its configuration to be verified
+    /// (`verify=true`), so the function serving this kind links the MCP
+    /// client (and no other function does).
+    const VERIFIES: bool = verification(Self::FIELDS).is_some();
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;
@@ -292,6 +350,11 @@ record! {
         /// HTTP headers sent to the server: names readable, values sealed
         /// at rest under the record's data key (`headers_key`).
         headers: Map<String, Value> = Access::SealedValues { rule: Rule::Headers, key: "headers_key" },
+        /// What the last handshake with the server found (`verify=true`):
+        /// gone once `endpoint` or `headers` change unverified. Shown only
+        /// when there is one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        verification: Verification = Access::Verification { of: &["endpoint", "headers"] },
         /// Creation time.
         created_at: String = Kept,
         /// Time of the last write.
@@ -353,6 +416,17 @@ mod tests {
             .iter()
             .map(|field| {
                 let value = match field.kind {
+                    Kind::Map if matches!(field.access, Access::Verification { .. }) => A::M(
+                        [
+                            ("verified_at", A::S("T".into())),
+                            ("protocol_version", A::S("P".into())),
+                        ]
+                        .into_iter()
+                        .chain([("name", A::S("N".into())), ("version", A::S("V".into()))])
+                        .chain([("tools", A::N("3".into()))])
+                        .map(|(name, value)| (name.to_string(), value))
+                        .collect(),
+                    ),
                     Kind::String => A::S(field.name.to_uppercase()),
                     Kind::Boolean => A::Bool(true),
                     Kind::Map => A::M(Default::default()),

@@ -6,6 +6,7 @@
 //! of a request, and docs/api.md, Update semantics.
 
 mod keyed;
+mod verify;
 
 use std::time::{Duration, Instant};
 
@@ -18,12 +19,39 @@ use crate::item::Item;
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
 use crate::patch::{self, Patch};
-use crate::records::{Resource, Sealing};
+use crate::records::{self, Resource, Sealing};
 use crate::request::Preconditions;
 use crate::seal::{self, DataKey, SealError, Sealed};
 use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
 
-pub use keyed::{IDEMPOTENCY_KEY, Keyed, Outcome, Write, current as keyed_current, write as keyed};
+pub use keyed::{IDEMPOTENCY_KEY, Keyed, Outcome, write as keyed};
+
+/// What a request writes.
+pub enum Write<'a> {
+    /// A `PUT`, or a `PATCH` that merges no object: the fields to set and
+    /// remove.
+    Put(Patch, Vec<&'static str>),
+    /// A `PATCH` that merges an object into a field.
+    Merge(&'a MergePatch),
+    /// A `PATCH` of `{}`: nothing, but the verification when it verifies.
+    Nothing,
+}
+
+/// Applies `write` without an idempotency key: [`put()`], [`current()`],
+/// or, for a merge and for any write that verifies (it needs the record
+/// it would change), [`merge()`].
+pub async fn write<R: Resource, S: Store>(
+    app: &App<S>,
+    context: &Context,
+    write: Write<'_>,
+    calls: &mut Calls,
+) -> Result<Item, ApiError> {
+    match write {
+        Write::Nothing if !context.verify => current::<R, S>(app, context, calls).await,
+        Write::Put(set, remove) if !context.verify => put::<R, S>(app, context, set, remove, calls).await,
+        write => merge::<R, S>(app, context, &write, calls).await,
+    }
+}
 
 /// What a write knows of the request besides its fields.
 #[derive(Debug, Clone)]
@@ -36,20 +64,31 @@ pub struct Context {
     pub principal: Option<String>,
     /// What every call of the request may still take.
     pub budget: Budget,
+    /// Whether the write waits on an MCP handshake (`verify=true`).
+    pub verify: bool,
 }
 
 impl Context {
     /// An update of `set` and `remove` under this request's preconditions:
     /// a 500, with nothing written, if `set` holds a secret left unsealed.
     fn update<R: Resource>(&self, set: Patch, remove: Vec<&'static str>) -> Result<Update, ApiError> {
-        let set = patch::into_attributes(set).map_err(|error| {
-            tracing::error!(%error, "nothing written");
-            ApiError::Internal
-        })?;
         // A write without a key leaves no earlier write's key on the record
         // (its change event would carry it); a keyed write sets it instead.
         let mut remove = remove;
         remove.push(IDEMPOTENCY_KEY);
+        // A verification vouches for the values it saw: a write that sets
+        // one of them without verifying removes it.
+        if let Some((verification, of)) = records::verification(R::FIELDS) {
+            let touches = |name: &&str| of.contains(name);
+            let unverified = !set.iter().any(|(name, _)| *name == verification);
+            if unverified && (set.iter().map(|(name, _)| name).any(touches) || remove.iter().any(touches)) {
+                remove.push(verification);
+            }
+        }
+        let set = patch::into_attributes(set).map_err(|error| {
+            tracing::error!(%error, "nothing written");
+            ApiError::Internal
+        })?;
         Ok(Update {
             table: R::TABLE,
             key: self.key.clone(),
@@ -404,7 +443,7 @@ pub async fn current<R: Resource, S: Store>(
 pub async fn merge<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
-    patch: &MergePatch,
+    write: &Write<'_>,
     calls: &mut Calls,
 ) -> Result<Item, ApiError> {
     // The record's data key once opened, or the new one made for it: a
@@ -413,7 +452,7 @@ pub async fn merge<R: Resource, S: Store>(
     let mut tries = 0;
     loop {
         let stored = read_judged::<R, S>(app, context, calls).await?;
-        let (set, remove) = merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?;
+        let (set, remove) = merged::<R, S>(app, context, write, &stored, &mut data_key, calls).await?;
         let update = context.update_as_read::<R>(set, remove, &stored)?;
         let written = update_item(app, context, &update, calls).await;
         match written {
@@ -442,19 +481,29 @@ pub async fn merge<R: Resource, S: Store>(
     }
 }
 
-/// `patch` applied to `stored` (its sealed values opened, their key held
-/// in `data_key`), checked, and what it sets sealed.
+/// `write` applied to `stored` (its sealed values opened, their key held
+/// in `data_key`), checked, verified if the request asks, and what it sets
+/// sealed.
 async fn merged<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
-    patch: &MergePatch,
+    write: &Write<'_>,
     stored: &Item,
     data_key: &mut Option<DataKey>,
     calls: &mut Calls,
 ) -> Result<(Patch, Vec<&'static str>), ApiError> {
     let record = open_stored::<R, S>(app, context, stored, data_key, calls).await?;
-    let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
-    let (mut set, mut remove) = (merged.set, merged.remove);
+    let (mut set, mut remove) = match write {
+        Write::Merge(patch) => {
+            let merged = merge::apply::<R>(patch, &record, app.settings.policy)?;
+            (merged.set, merged.remove)
+        }
+        Write::Put(set, remove) => (set.clone(), remove.clone()),
+        Write::Nothing => (Patch::new(), Vec::new()),
+    };
+    if context.verify {
+        verify::verify::<R>(app.settings.policy, context, &record, &mut set, &remove, calls).await?;
+    }
     if let Some((field, attribute)) = values_field::<R>() {
         match seal::values_write(&set, &remove, field) {
             seal::ValuesWrite::Seal => {

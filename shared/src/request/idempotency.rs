@@ -109,7 +109,7 @@ pub fn kept_key(function: &str, identity: &str, route: &str, record: &Key, key: 
 
 /// What makes a retry the same request: the method, the route, the
 /// record, a digest of the body and the preconditions as sent.
-pub fn fingerprint(request: &Request, route: &str, record: &Key) -> String {
+pub fn fingerprint(request: &Request, route: &str, record: &Key, verify: bool) -> String {
     let headers = |name| {
         request
             .headers()
@@ -119,16 +119,26 @@ pub fn fingerprint(request: &Request, route: &str, record: &Key) -> String {
             .collect::<Vec<_>>()
             .join(&b'\n')
     };
-    digest(&[
+    let (if_match, if_none_match, if_unmodified_since) = (
+        headers(IF_MATCH),
+        headers(IF_NONE_MATCH),
+        headers(IF_UNMODIFIED_SINCE),
+    );
+    let mut parts = vec![
         request.method().as_str().as_bytes(),
         route.as_bytes(),
         record.project_id.as_deref().unwrap_or_default().as_bytes(),
         record.id.as_bytes(),
         request.body(),
-        &headers(IF_MATCH),
-        &headers(IF_NONE_MATCH),
-        &headers(IF_UNMODIFIED_SINCE),
-    ])
+        &if_match,
+        &if_none_match,
+        &if_unmodified_since,
+    ];
+    // Only when asked, so a request without it has the print it always had.
+    if verify {
+        parts.push(b"verify=true");
+    }
+    digest(&parts)
 }
 
 /// SHA-256 of `parts`, each length-prefixed (no two lists of parts run

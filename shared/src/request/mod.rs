@@ -53,6 +53,18 @@ fn project_id(request: &Request) -> Result<String, ApiError> {
     }
 }
 
+/// Whether the request asks for `verify=true`: the one value `verify`
+/// takes, at most once (400 otherwise).
+pub fn verify(request: &Request) -> Result<bool, ApiError> {
+    let invalid = |code, message| ApiError::InvalidVerify(FieldError::new("verify", code, message));
+    match request.query_values("verify").as_slice() {
+        [] => Ok(false),
+        [value] if value == "true" => Ok(true),
+        [_] => Err(invalid("invalid_value", "the only value is true")),
+        _ => Err(invalid("repeated", "must be given at most once")),
+    }
+}
+
 /// A request's body read as a JSON object. Its `Debug` shows the field
 /// names only: from the moment it is read, a body may hold secrets
 /// (`api_key`, header values) that no `{:?}` may show.

@@ -8,12 +8,12 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{
-    Context, add_time, conflict, keeps_values, merged, new_key, open_stored, opened, seal, values_field,
+    Context, Write, add_time, conflict, keeps_values, merged, new_key, open_stored, opened, seal,
+    values_field,
 };
 use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
-use crate::merge::MergePatch;
 use crate::metrics::Calls;
 use crate::patch::Patch;
 use crate::records::Resource;
@@ -35,15 +35,6 @@ pub struct Keyed {
     pub fingerprint: String,
     /// The key as the record and its change event carry it.
     pub published: String,
-}
-
-/// What a keyed request writes.
-pub enum Write<'a> {
-    /// A `PUT`, or a `PATCH` that merges no object: the fields to set and
-    /// remove.
-    Put(Patch, Vec<&'static str>),
-    /// A `PATCH` that merges an object into a field.
-    Merge(&'a MergePatch),
 }
 
 /// The answer: the record (its sealed values open), and whether it is an
@@ -68,6 +59,9 @@ pub async fn write<R: Resource, S: Store>(
     write: Write<'_>,
     calls: &mut Calls,
 ) -> Result<Outcome, ApiError> {
+    if matches!(write, Write::Nothing) && !context.verify {
+        return current::<R, S>(app, context, keyed, calls).await;
+    }
     // The record's data key once opened, or the one made for this write.
     let mut data_key: Option<DataKey> = None;
     let mut write = write;
@@ -85,7 +79,7 @@ pub async fn write<R: Resource, S: Store>(
         // the transaction's condition on it.
         context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
         let (set, remove) = match &mut write {
-            Write::Put(set, remove) => {
+            Write::Put(set, remove) if !context.verify => {
                 // Sealed only once the key is known to be unused and the
                 // preconditions hold: a replay, a 422 or a 412 seals nothing.
                 if !sealed {
@@ -100,7 +94,8 @@ pub async fn write<R: Resource, S: Store>(
                 }
                 (set.clone(), remove.clone())
             }
-            Write::Merge(patch) => merged::<R, S>(app, context, patch, &stored, &mut data_key, calls).await?,
+            // A merge, and any write that verifies: on the record as read.
+            write => merged::<R, S>(app, context, write, &stored, &mut data_key, calls).await?,
         };
         let mut update = context.update_as_read::<R>(set, remove, &stored)?;
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
@@ -194,7 +189,7 @@ async fn read<R: Resource, S: Store>(
 /// A `PATCH {}` under a key: the record as it is, as [`super::current`]
 /// answers it, after the key is judged (422 if another request used it);
 /// nothing written and nothing kept. One read, as without a key.
-pub async fn current<R: Resource, S: Store>(
+async fn current<R: Resource, S: Store>(
     app: &App<S>,
     context: &Context,
     keyed: &Keyed,

@@ -214,6 +214,69 @@ fn stop_emulator(lifeline: Lifeline, endpoint: &str) {
     }
 }
 
+/// A real MCP server on loopback for `verify=true`, started once per test
+/// binary: its base URL (`http://127.0.0.1:PORT`).
+pub struct McpPeer {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    _lifeline: Lifeline,
+}
+
+/// The bearer token [`mcp_bearer`] requires (tools/mcp-peers/run-bearer's default).
+pub const MCP_BEARER_TOKEN: &str = "peer-bearer-token";
+
+static MCP_EVERYTHING: OnceCell<McpPeer> = OnceCell::const_new();
+static MCP_EVERYTHING_SSE: OnceCell<McpPeer> = OnceCell::const_new();
+static MCP_BEARER: OnceCell<McpPeer> = OnceCell::const_new();
+
+async fn mcp_peer(cell: &'static OnceCell<McpPeer>, script: &str, name: &str) -> &'static McpPeer {
+    cell.get_or_init(|| async {
+        let (base, lifeline) = start_emulator(script, name, free_port());
+        McpPeer {
+            base,
+            _lifeline: lifeline,
+        }
+    })
+    .await
+}
+
+/// MCP's reference server (npm `@modelcontextprotocol/server-everything`),
+/// Streamable HTTP at `/mcp`, answering with event streams.
+///
+/// # Panics
+/// If it cannot be installed or started.
+pub async fn mcp_everything() -> &'static McpPeer {
+    mcp_peer(
+        &MCP_EVERYTHING,
+        "tools/mcp-peers/run-everything",
+        "MCP reference server",
+    )
+    .await
+}
+
+/// The reference server with only the older HTTP+SSE transport (`/sse`).
+///
+/// # Panics
+/// If it cannot be installed or started.
+pub async fn mcp_everything_sse() -> &'static McpPeer {
+    mcp_peer(
+        &MCP_EVERYTHING_SSE,
+        "tools/mcp-peers/run-everything-sse",
+        "MCP SSE server",
+    )
+    .await
+}
+
+/// A server written with MCP's Python SDK (PyPI `mcp`), Streamable HTTP at
+/// `/mcp`, answering JSON, two tools, 401 without
+/// `Authorization: Bearer` [`MCP_BEARER_TOKEN`].
+///
+/// # Panics
+/// If it cannot be started (the tools virtualenv is missing: `make tools`).
+pub async fn mcp_bearer() -> &'static McpPeer {
+    mcp_peer(&MCP_BEARER, "tools/mcp-peers/run-bearer", "MCP bearer server").await
+}
+
 /// A running local KMS (moto's server) with the secrets key created.
 pub struct KmsLocal {
     /// `http://127.0.0.1:PORT`.

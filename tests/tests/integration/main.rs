@@ -29,3 +29,4 @@ mod sdk_errors;
 mod sealing;
 mod secrets;
 mod store_conformance;
+mod verify;

@@ -64,6 +64,8 @@ struct Route {
     removable: Vec<&'static str>,
     /// Field names of the record as the service serialises it, in order.
     record_fields: Vec<String>,
+    /// Whether it takes `verify=true`.
+    verifies: bool,
 }
 
 fn record_fields<R: Resource>() -> Vec<String> {
@@ -94,6 +96,7 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
             .map(|field| field.name)
             .collect(),
         record_fields: record_fields::<R>(),
+        verifies: R::VERIFIES,
     }
 }
 
@@ -178,7 +181,13 @@ fn records_list_their_fields_in_response_order() {
             "{}",
             route.record
         );
-        assert_eq!(keys(&record["properties"]).len(), route.record_fields.len());
+        // Every shown field is a property: the required ones, and the
+        // verification, shown only when there is one.
+        let optional = usize::from(route.verifies);
+        assert_eq!(
+            keys(&record["properties"]).len(),
+            route.record_fields.len() + optional
+        );
         assert!(!route.record_fields.contains(&"api_key".to_string()));
     }
 }
@@ -205,6 +214,11 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         ApiError::InvalidIfNoneMatch(FieldError::new("If-None-Match", "invalid_if_none_match", "m")),
         ApiError::InvalidIdempotencyKey(FieldError::new("Idempotency-Key", "invalid_idempotency_key", "m")),
         ApiError::IdempotencyKeyReused,
+        ApiError::InvalidVerify(FieldError::new("verify", "invalid_value", "m")),
+        ApiError::McpUnverified {
+            stage: "dns",
+            http_status: None,
+        },
         ApiError::Unavailable,
         ApiError::Internal,
     ];
@@ -219,6 +233,9 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         let returned: Vec<&ApiError> = errors
             .iter()
             .filter(|e| route.scoped || !matches!(e, ApiError::InvalidProjectId(_)))
+            .filter(|e| {
+                route.verifies || !matches!(e, ApiError::InvalidVerify(_) | ApiError::McpUnverified { .. })
+            })
             .collect();
         let mut expected: BTreeSet<String> = returned.iter().map(|e| e.status().to_string()).collect();
         expected.insert("200".into());
@@ -256,6 +273,9 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         let mut expected = vec!["id".to_string()];
         if route.scoped {
             expected.push("project_id".into());
+        }
+        if route.verifies {
+            expected.push("verify".into());
         }
         // The preconditions the service reads (request::preconditions).
         expected.extend(

@@ -1,0 +1,483 @@
+//! `verify=true` against real MCP servers on loopback (the reference
+//! server from npm, a Python SDK server behind a bearer token, the reference
+//! server in its older SSE mode) and against hostile peers written here
+//! (silent, endless, huge, redirecting, not MCP, not TLS), through the local
+//! API on DynamoDB Local: a record is written only after a handshake that
+//! passed, holds what the server announced, and a failure names its stage,
+//! writes nothing and shows no header value anywhere.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_server_shared::item::Item;
+use agent_server_shared::rules::Policy;
+use agent_server_shared::store::Key;
+use agent_server_shared::{App, Table};
+use integration_tests::{
+    MCP_BEARER_TOKEN, Reply, Route, capture_logs, client, dynamo_app, dynamo_local, get_item, http,
+    mcp_bearer, mcp_everything, mcp_everything_sse, put_item, serve_local_api, stored_json,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SENTINEL: &str = "Bearer VERIFY-HEADER-SENTINEL-51d3";
+const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
+const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json")];
+
+/// The local API on DynamoDB Local, private endpoints allowed (the peers
+/// are on loopback), as `make run` serves it.
+async fn api() -> String {
+    let app: App<_> = dynamo_app(Policy {
+        allow_private_endpoints: true,
+    })
+    .await;
+    serve_local_api(Arc::new(app), std::future::pending::<()>())
+        .await
+        .0
+}
+
+/// A fresh MCP server record holding `endpoint` and one plain header.
+async fn record(endpoint: &str) -> Key {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let mut item = Route::McpServers.item(&project, &id);
+    item.insert(
+        "endpoint".into(),
+        aws_sdk_dynamodb::types::AttributeValue::S(endpoint.into()),
+    );
+    put_item(&dynamo, Table::McpServers, item).await;
+    Key {
+        project_id: Some(project),
+        id,
+    }
+}
+
+async fn stored(key: &Key) -> Item {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    get_item(&dynamo, Table::McpServers, key)
+        .await
+        .expect("record gone")
+}
+
+fn url(base: &str, key: &Key, query: &str) -> String {
+    format!(
+        "{base}/api/agent-server/mcp-servers/{}?project_id={}{query}",
+        key.id,
+        key.project_id.as_deref().unwrap_or_default()
+    )
+}
+
+async fn put(base: &str, key: &Key, query: &str, body: Value) -> Reply {
+    http("PUT", &url(base, key, query), &JSON, body.to_string()).await
+}
+
+async fn patch(base: &str, key: &Key, query: &str, body: Value) -> Reply {
+    http("PATCH", &url(base, key, query), &MERGE, body.to_string()).await
+}
+
+/// Asserts a 422 at `stage` that left the record as it was and shows no
+/// header value.
+async fn refused(reply: &Reply, key: &Key, before: &Item, stage: &str) {
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert_eq!(
+        reply.body["errorDetails"]["code"], "mcp_unverified",
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.body["errorDetails"]["stage"], stage, "{}", reply.body);
+    assert!(!reply.body.to_string().contains("SENTINEL"), "{}", reply.body);
+    assert_eq!(&stored(key).await, before, "a refused verify wrote");
+}
+
+#[tokio::test]
+async fn a_passed_handshake_writes_the_record_with_what_the_server_announced() {
+    let base = api().await;
+    let bearer = mcp_bearer().await;
+    let key = record("https://mcp.example.com/v1").await;
+    let endpoint = format!("{}/mcp", bearer.base);
+    let token = format!("Bearer {MCP_BEARER_TOKEN}");
+    let started = agent_server_shared::writes::timestamp();
+    let reply = put(
+        &base,
+        &key,
+        "&verify=true",
+        json!({"endpoint": endpoint, "headers": {"Authorization": token}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let data = &reply.body["data"];
+    let verification = &data["verification"];
+    assert_eq!(verification["name"], "bearer-peer");
+    assert_eq!(verification["version"], "1.4.2");
+    assert_eq!(verification["tools"], 2, "the server lists echo and add");
+    assert_eq!(verification["protocol_version"], "2025-11-25");
+    // Stored timestamps sort as text.
+    let at = verification["verified_at"].as_str().unwrap();
+    assert!(
+        at >= started.as_str() && at <= data["updated_at"].as_str().unwrap(),
+        "{at}"
+    );
+    // In the record's order, between headers and created_at.
+    let text = reply.body.to_string();
+    let order: Vec<usize> = ["\"headers\"", "\"verification\"", "\"created_at\""]
+        .iter()
+        .map(|name| text.find(name).unwrap())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    // Stored with the record, the header sealed as ever.
+    let item = stored(&key).await;
+    assert_eq!(stored_json(&item, "verification"), *verification);
+    assert_eq!(stored_json(&item, "headers"), json!({"Authorization": token}));
+    assert_eq!(data["endpoint"], endpoint);
+}
+
+#[tokio::test]
+async fn the_reference_server_passes_over_event_streams() {
+    let base = api().await;
+    let everything = mcp_everything().await;
+    let key = record(&format!("{}/mcp", everything.base)).await;
+    // PATCH {}: the stored configuration verified and recorded (a write).
+    let before = stored(&key).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let verification = &reply.body["data"]["verification"];
+    assert_eq!(verification["name"], "mcp-servers/everything", "{verification}");
+    assert!(verification["tools"].as_u64().unwrap() >= 5, "{verification}");
+    assert_eq!(reply.headers["etag"], "\"1\"");
+    assert_ne!(stored(&key).await, before);
+    // The same without verify writes nothing.
+    let again = patch(&base, &key, "", json!({})).await;
+    assert_eq!(again.headers["etag"], "\"1\"");
+    assert_eq!(again.body["data"]["verification"], *verification);
+}
+
+#[tokio::test]
+async fn a_wrong_token_a_wrong_path_and_the_old_transport_name_their_stage() {
+    let base = api().await;
+    let bearer = mcp_bearer().await;
+    let sse = mcp_everything_sse().await;
+    let key = record("https://mcp.example.com/v1").await;
+    let before = stored(&key).await;
+    let (logs, _guard) = capture_logs();
+    let cases = [
+        (format!("{}/mcp", bearer.base), "unauthorized", Some(401u64)),
+        (format!("{}/nowhere", bearer.base), "unauthorized", Some(401)),
+        (format!("{}/sse", sse.base), "unsupported_transport", None),
+        (format!("{}/mcp", sse.base), "http_status", Some(404)),
+    ];
+    for (endpoint, stage, status) in cases {
+        let body = json!({"endpoint": endpoint, "headers": {"Authorization": SENTINEL}});
+        let reply = put(&base, &key, "&verify=true", body).await;
+        refused(&reply, &key, &before, stage).await;
+        assert_eq!(
+            reply.body["errorDetails"]
+                .get("httpStatus")
+                .and_then(Value::as_u64),
+            status,
+            "{endpoint}"
+        );
+    }
+    // The right token on a path the server does not serve.
+    let token = format!("Bearer {MCP_BEARER_TOKEN}");
+    let body = json!({"endpoint": format!("{}/nowhere", bearer.base), "headers": {"Authorization": token}});
+    let reply = put(&base, &key, "&verify=true", body).await;
+    refused(&reply, &key, &before, "http_status").await;
+    assert_eq!(reply.body["errorDetails"]["httpStatus"], 404);
+    assert!(
+        !logs.text().contains("SENTINEL"),
+        "a header value reached the log"
+    );
+    assert!(
+        !logs.text().contains(MCP_BEARER_TOKEN),
+        "a header value reached the log"
+    );
+    assert!(
+        logs.text().contains("\"stage\":\"unauthorized\""),
+        "{}",
+        logs.text()
+    );
+}
+
+#[tokio::test]
+async fn a_patch_that_rotates_one_header_then_verifies() {
+    let base = api().await;
+    let bearer = mcp_bearer().await;
+    let key = record(&format!("{}/mcp", bearer.base)).await;
+    // An expired token and a second header, written without verify.
+    let reply = put(
+        &base,
+        &key,
+        "",
+        json!({"headers": {"Authorization": "Bearer expired", "X-Trace": "kept"}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.body["errorDetails"]["stage"], "unauthorized");
+    let token = format!("Bearer {MCP_BEARER_TOKEN}");
+    let reply = patch(
+        &base,
+        &key,
+        "&verify=true",
+        json!({"headers": {"Authorization": token}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["verification"]["tools"], 2);
+    let expected = json!({"Authorization": token, "X-Trace": "kept"});
+    assert_eq!(reply.body["data"]["headers"], expected);
+    assert_eq!(stored_json(&stored(&key).await, "headers"), expected);
+}
+
+#[tokio::test]
+async fn an_unverified_change_of_endpoint_or_headers_removes_the_verification() {
+    let base = api().await;
+    let bearer = mcp_bearer().await;
+    let key = record(&format!("{}/mcp", bearer.base)).await;
+    let token = format!("Bearer {MCP_BEARER_TOKEN}");
+    let verify = |body: Value| {
+        let (base, key) = (base.clone(), key.clone());
+        async move { put(&base, &key, "&verify=true", body).await }
+    };
+    let verified = verify(json!({"headers": {"Authorization": token}})).await;
+    assert!(
+        verified.body["data"]["verification"].is_object(),
+        "{}",
+        verified.body
+    );
+    // The name alone keeps it.
+    let renamed = patch(&base, &key, "", json!({"name": "Renamed"})).await;
+    assert_eq!(
+        renamed.body["data"]["verification"],
+        verified.body["data"]["verification"]
+    );
+    let cases = [
+        json!({"headers": {"Authorization": token}}),
+        json!({"endpoint": format!("{}/mcp", bearer.base)}),
+        json!({"headers": {"X-New": "v"}}),
+        json!({"headers": null}),
+    ];
+    for body in cases {
+        assert_eq!(
+            verify(json!({"headers": {"Authorization": token}})).await.status,
+            200
+        );
+        let reply = patch(&base, &key, "", body.clone()).await;
+        assert_eq!(reply.status, 200, "{body}: {}", reply.body);
+        assert!(
+            reply.body["data"].get("verification").is_none(),
+            "{body} kept the verification: {}",
+            reply.body
+        );
+        assert!(!stored(&key).await.contains_key("verification"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn verify_takes_only_true_and_without_it_nothing_is_dialed() {
+    let base = api().await;
+    let peer = Peer::start(Behaviour::Html).await;
+    let key = record(&peer.url("/mcp")).await;
+    let before = stored(&key).await;
+    for query in [
+        "&verify=false",
+        "&verify=TRUE",
+        "&verify=",
+        "&verify=true&verify=true",
+        "&verify",
+    ] {
+        let reply = put(&base, &key, query, json!({"name": "x"})).await;
+        assert_eq!(reply.status, 400, "{query}: {}", reply.body);
+        assert_eq!(reply.body["errorDetails"]["code"], "invalid_verify", "{query}");
+    }
+    assert_eq!(stored(&key).await, before);
+    for (method, body) in [("PUT", json!({"name": "x"})), ("PATCH", json!({}))] {
+        let headers = if method == "PUT" { JSON } else { MERGE };
+        let reply = http(method, &url(&base, &key, ""), &headers, body.to_string()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    assert_eq!(
+        peer.connections(),
+        0,
+        "a request without verify dialed the endpoint"
+    );
+}
+
+#[tokio::test]
+async fn hostile_peers_are_refused_at_their_stage_within_the_budget() {
+    let base = api().await;
+    let key = record("https://mcp.example.com/v1").await;
+    let before = stored(&key).await;
+    let (logs, _guard) = capture_logs();
+    let cases = [
+        (Behaviour::Html, "http", "not_mcp"),
+        (Behaviour::NotJsonRpc, "http", "not_mcp"),
+        (Behaviour::Redirect, "http", "http_status"),
+        (Behaviour::Huge, "http", "protocol"),
+        (Behaviour::Endless, "http", "protocol"),
+        (Behaviour::Silent, "http", "timeout"),
+        (Behaviour::NotTls, "https", "tls"),
+    ];
+    for (behaviour, scheme, stage) in cases {
+        let peer = Peer::start(behaviour).await;
+        let endpoint = peer.url("/mcp").replace("http:", &format!("{scheme}:"));
+        let started = Instant::now();
+        let body = json!({"endpoint": endpoint, "headers": {"Authorization": SENTINEL}});
+        let reply = put(&base, &key, "&verify=true", body).await;
+        // The handshake's 4 s, and the answer well inside the 10 s timeout.
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{behaviour:?}: {:?}",
+            started.elapsed()
+        );
+        refused(&reply, &key, &before, stage).await;
+        if behaviour == Behaviour::Redirect {
+            assert_eq!(reply.body["errorDetails"]["httpStatus"], 307);
+            assert_eq!(peer.requests(), 1, "the redirect was followed");
+        }
+    }
+    // A dead port.
+    let closed = integration_tests::free_port();
+    let body = json!({"endpoint": format!("http://127.0.0.1:{closed}/mcp")});
+    refused(
+        &put(&base, &key, "&verify=true", body).await,
+        &key,
+        &before,
+        "connect",
+    )
+    .await;
+    assert!(!logs.text().contains("SENTINEL"));
+}
+
+#[tokio::test]
+async fn the_write_time_rule_still_refuses_private_endpoints_where_the_policy_does() {
+    // The default policy: loopback is refused at the body check (400),
+    // before any handshake.
+    let app = dynamo_app(Policy::default()).await;
+    let base = serve_local_api(Arc::new(app), std::future::pending::<()>())
+        .await
+        .0;
+    let peer = Peer::start(Behaviour::Html).await;
+    let key = record("https://mcp.example.com/v1").await;
+    let reply = put(&base, &key, "&verify=true", json!({"endpoint": peer.url("/mcp")})).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    // A stored loopback endpoint (written when the policy allowed it) is
+    // refused by the dial.
+    let key = record(&peer.url("/mcp")).await;
+    let before = stored(&key).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    refused(&reply, &key, &before, "address_refused").await;
+    assert_eq!(peer.connections(), 0);
+}
+
+/// What a hostile peer does with each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Behaviour {
+    /// 200 with an HTML page.
+    Html,
+    /// 200 with JSON that is not JSON-RPC.
+    NotJsonRpc,
+    /// 307 to the cloud metadata address.
+    Redirect,
+    /// 200 with 2 MiB of JSON.
+    Huge,
+    /// 200 with an event stream that never ends or answers.
+    Endless,
+    /// Reads the request and never answers.
+    Silent,
+    /// Answers plain HTTP at once, whatever it is sent (a TLS hello).
+    NotTls,
+}
+
+/// A peer on loopback that answers every request as its behaviour says.
+struct Peer {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Peer {
+    async fn start(behaviour: Behaviour) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (seen, asked) = (connections.clone(), requests.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let asked = asked.clone();
+                tokio::spawn(async move {
+                    if behaviour == Behaviour::NotTls {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                            .await;
+                        return;
+                    }
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    asked.fetch_add(1, Ordering::SeqCst);
+                    let respond = |status: &str, kind: &str, body: &[u8]| {
+                        let mut out = format!(
+                            "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        )
+                        .into_bytes();
+                        out.extend_from_slice(body);
+                        out
+                    };
+                    let reply = match behaviour {
+                        Behaviour::Html => respond("200 OK", "text/html", b"<html>hello</html>"),
+                        Behaviour::NotJsonRpc => respond("200 OK", "application/json", b"{\"status\":\"ok\"}"),
+                        Behaviour::Redirect => b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://169.254.169.254/latest/meta-data/\r\ncontent-length: 0\r\n\r\n".to_vec(),
+                        Behaviour::Huge => {
+                            let padding = "x".repeat(2 * 1024 * 1024);
+                            let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"pad\":\"{padding}\"}}}}");
+                            respond("200 OK", "application/json", body.as_bytes())
+                        }
+                        Behaviour::Endless => {
+                            let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                            if stream.write_all(head).await.is_err() {
+                                return;
+                            }
+                            let event = b": keep-alive padding that never ends\n\n".repeat(256);
+                            let chunk = [format!("{:x}\r\n", event.len()).into_bytes(), event, b"\r\n".to_vec()].concat();
+                            while stream.write_all(&chunk).await.is_ok() {}
+                            return;
+                        }
+                        Behaviour::NotTls => return,
+                        Behaviour::Silent => {
+                            tokio::time::sleep(Duration::from_secs(60)).await;
+                            return;
+                        }
+                    };
+                    let _ = stream.write_all(&reply).await;
+                });
+            }
+        });
+        Self {
+            port,
+            connections,
+            requests,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}

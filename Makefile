@@ -6,8 +6,9 @@ SHELL := bash
 
 DYNAMODB_PORT ?= 8000
 KMS_PORT ?= 4566
+MCP_PORT ?= 8931
 API_ADDR ?= 127.0.0.1:3000
-export DYNAMODB_PORT KMS_PORT API_ADDR
+export DYNAMODB_PORT KMS_PORT MCP_PORT API_ADDR
 
 # CI builds everything once, from scratch: incremental compilation's
 # bookkeeping is pure cost there. Local builds keep it.
@@ -40,6 +41,9 @@ TOOLS := $(VENV)/.installed
 # Swagger UI's files (local-api serves them at /docs), the OpenAPI linters
 # and puppeteer-core, pinned by tools/docs/package-lock.json.
 DOCS_TOOLS := tools/docs/node_modules/.installed
+# MCP's reference server (npm, pinned by tools/mcp-peers/package-lock.json): the peer that
+# verify=true is tested against, and that make run serves for its example.
+MCP_PEERS := tools/mcp-peers/node_modules/.installed
 # CloudFormation Guard as AWS ships it for CDK (npm @cdklabs/cdk-validator-
 # cfnguard, pinned by tools/guard/package-lock.json): a prebuilt cfn-guard
 # (no 150 s compile from crates.io) and AWS Control Tower's proactive
@@ -70,7 +74,7 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 LAMBDA ?=
-run: dynamodb-local $(TOOLS) $(DOCS_TOOLS) ## Serve the API on 127.0.0.1:3000 (its reference at /docs), backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
+run: dynamodb-local $(TOOLS) $(DOCS_TOOLS) $(MCP_PEERS) ## Serve the API on 127.0.0.1:3000 (its reference at /docs), backed by DynamoDB Local with sample records and a local KMS that seals api_key (LAMBDA=1: the real function binaries under AWS's Runtime Interface Emulator)
 	$(BUILD)
 	LAMBDA='$(LAMBDA)' scripts/run-local.sh
 
@@ -94,7 +98,7 @@ build: ## Compile every workspace target, tests included, without running anythi
 	cargo test --locked --workspace --no-run
 	$(BUILD)
 
-unit: dynamodb-local $(TOOLS) ## All Rust tests; those that need DynamoDB Local or the local KMS (moto, in .venv) start their own
+unit: dynamodb-local $(TOOLS) $(MCP_PEERS) ## All Rust tests; those that need DynamoDB Local or the local KMS (moto, in .venv) start their own
 	mkdir -p target
 	cargo test --locked --workspace 2>&1 | tee target/test-output.txt
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "cargo test: %d passed, %d failed\n", passed, failed; exit (passed == 0 || failed > 0) }' target/test-output.txt
@@ -129,6 +133,11 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
+	@# Only the function whose records can be verified carries the MCP client (its messages' text).
+	@for f in $(FUNCTIONS); do \
+	  linked=no; grep -q 'notifications/initialized' target/lambda/$$f/bootstrap && linked=yes; \
+	  want=no; [ "$$f" = update-mcp-server ] && want=yes; \
+	  [ "$$linked" = "$$want" ] || { echo "make package: $$f links the MCP client: $$linked (expected $$want)" >&2; exit 1; }; done
 
 events-test: $(TOOLS) dynamodb-local ## Change events: updates through local-api, the tables' streams, each pipe's filter and input template, the event schema
 	$(BUILD)
@@ -149,6 +158,10 @@ clients: $(TOOLS) $(CLIENT_TOOLS) dynamodb-local ## Generate Python and TypeScri
 
 $(CLIENT_TOOLS): tools/clients/package-lock.json
 	npm ci --prefix tools/clients --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(MCP_PEERS): tools/mcp-peers/package-lock.json
+	npm ci --prefix tools/mcp-peers --no-audit --no-fund --loglevel=error
 	touch $@
 
 docs-tools: $(DOCS_TOOLS) ## Install Swagger UI (local-api's /docs), redocly, Spectral with the OWASP ruleset, puppeteer-core (npm)

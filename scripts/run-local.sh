@@ -9,6 +9,7 @@ source "$root/scripts/rie.sh"
 dynamodb_port="${DYNAMODB_PORT:-8000}"
 kms_port="${KMS_PORT:-4566}"
 api_addr="${API_ADDR:-127.0.0.1:3000}"
+mcp_port="${MCP_PORT:-8931}"
 api_port="${api_addr##*:}"
 
 if is_open "$dynamodb_port"; then
@@ -59,6 +60,16 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export ALLOW_PRIVATE_ENDPOINTS=true
+# MCP's reference server, for verify=true; the API runs without it if its port is taken.
+if is_open "$mcp_port"; then
+  echo "make run: port $mcp_port is in use: no MCP reference server (choose one: make run MCP_PORT=8932)" >&2
+  mcp_flags=()
+else
+  echo "make run: starting MCP's reference server on 127.0.0.1:$mcp_port (log: target/mcp-everything.log)" >&2
+  "$root/tools/mcp-peers/run-everything" "$mcp_port" >"$root/target/mcp-everything.log" 2>&1 &
+  pids+=($!)
+  mcp_flags=(--mcp-example "http://localhost:$mcp_port/mcp")
+fi
 echo "make run: starting a local KMS on 127.0.0.1:$kms_port (log: target/kms-local.log)" >&2
 kms_start "$root/target/kms-local.log" "$kms_port"
 echo "make run: api_key and MCP header values are sealed under $SECRETS_KEY_ID (AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS)" >&2
@@ -71,7 +82,7 @@ if [[ "${LAMBDA:-}" == 1 ]]; then
   echo "make run: the functions run under AWS's Runtime Interface Emulator (logs: target/update-*.log)" >&2
 fi
 "$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" \
-  --docs "$root/tools/docs/node_modules/swagger-ui-dist" "${rie_flags[@]}" &
+  --docs "$root/tools/docs/node_modules/swagger-ui-dist" "${rie_flags[@]}" "${mcp_flags[@]}" &
 api_pid=$!
 # `wait` returns when a trapped signal arrives, so the trap runs at once.
 wait "$api_pid"

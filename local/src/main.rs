@@ -88,6 +88,10 @@ struct Options {
     /// listening there, instead of in this process
     #[arg(long = "rie", value_name = "FUNCTION=HOST:PORT")]
     emulators: Vec<String>,
+    /// With --setup: the URL of an MCP server to show a `verify=true`
+    /// example against (make run starts MCP's reference server there)
+    #[arg(long, value_name = "URL")]
+    mcp_example: Option<String>,
     /// AUTH: HS256 tokens signed with SECRET
     // A generated secret may start with `-` (URL-safe base64): a value,
     // never an option.
@@ -222,7 +226,8 @@ async fn run(options: Options, auth: Option<Auth>) -> Result<(), String> {
             Some(Auth::Secret(secret)) => Some(development_tokens(secret, &app.settings.projects_claim)?),
             _ => None,
         };
-        eprintln!("{}", try_these(addr, tokens.as_ref(), docs.renders()));
+        let mcp = options.mcp_example.as_deref();
+        eprintln!("{}", try_these(addr, tokens.as_ref(), docs.renders(), mcp));
     }
     let shutdown = async {
         // If the signal handler cannot be installed, serve until killed.
@@ -299,7 +304,7 @@ fn development_tokens(secret: &str, projects_claim: &str) -> Result<DevelopmentT
     })
 }
 
-fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool) -> String {
+fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool, mcp: Option<&str>) -> String {
     let base = format!("http://{addr}/api/agent-server");
     let project = samples::PROJECT_ID;
     let (intro, all, one) = match tokens {
@@ -335,6 +340,15 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool) -
         model = samples::MODEL_ID,
         docs = local_api::docs::DOCS_PATH,
     );
+    if let Some(endpoint) = mcp {
+        text.push_str(&format!(
+            "\n# verify=true: written only if an MCP handshake with the endpoint succeeds; the record\n\
+             # then shows what the server announced (`verification`), else 422 with the failed stage\n\
+             curl -sS -X PUT '{base}/mcp-servers/{mcp}?project_id={project}&verify=true'{one} -H 'Content-Type: application/json' \\\n  \
+             -d '{{\"endpoint\": \"{endpoint}\"}}'\n",
+            mcp = samples::MCP_SERVER_ID,
+        ));
+    }
     if tokens.is_some() {
         text.push_str(&format!(
             "\nThe sample-project token may not change another project's records (403 forbidden),\n\

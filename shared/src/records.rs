@@ -245,6 +245,13 @@ pub trait Resource: Serialize + Sized {
     /// (`verify=true`), so the function serving this kind links the MCP
     /// client (and no other function does).
     const VERIFIES: bool = verification(Self::FIELDS).is_some();
+    /// The handshake `verify=true` runs, for a kind that verifies: a
+    /// pointer, so no other kind's function links the client.
+    const HANDSHAKE: Option<crate::mcp::Handshake> = if Self::VERIFIES {
+        Some(crate::mcp::system_handshake)
+    } else {
+        None
+    };
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;

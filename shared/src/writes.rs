@@ -449,10 +449,13 @@ pub async fn merge<R: Resource, S: Store>(
     // The record's data key once opened, or the new one made for it: a
     // request makes one KMS call at most.
     let mut data_key: Option<DataKey> = None;
+    // The handshake that passed, for a try after a conflict.
+    let mut passed = None;
     let mut tries = 0;
     loop {
         let stored = read_judged::<R, S>(app, context, calls).await?;
-        let (set, remove) = merged::<R, S>(app, context, write, &stored, &mut data_key, calls).await?;
+        let (set, remove) =
+            merged::<R, S>(app, context, write, &stored, &mut data_key, &mut passed, calls).await?;
         let update = context.update_as_read::<R>(set, remove, &stored)?;
         let written = update_item(app, context, &update, calls).await;
         match written {
@@ -490,6 +493,7 @@ async fn merged<R: Resource, S: Store>(
     write: &Write<'_>,
     stored: &Item,
     data_key: &mut Option<DataKey>,
+    passed: &mut Option<verify::Passed>,
     calls: &mut Calls,
 ) -> Result<(Patch, Vec<&'static str>), ApiError> {
     let record = open_stored::<R, S>(app, context, stored, data_key, calls).await?;
@@ -502,7 +506,8 @@ async fn merged<R: Resource, S: Store>(
         Write::Nothing => (Patch::new(), Vec::new()),
     };
     if context.verify {
-        verify::verify::<R>(app.settings.policy, context, &record, &mut set, &remove, calls).await?;
+        let policy = app.settings.policy;
+        verify::verify::<R>(policy, context, &record, (&mut set, &remove), passed, calls).await?;
     }
     if let Some((field, attribute)) = values_field::<R>() {
         match seal::values_write(&set, &remove, field) {

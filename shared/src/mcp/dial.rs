@@ -58,8 +58,16 @@ impl Policy {
             IpAddr::V4(v4) => rules::classify_v4(v4),
             IpAddr::V6(v6) => rules::classify_v6(v6),
         };
-        self.allows(class) && !self.refused.contains(&address)
+        self.allows(class) && !self.refused.iter().any(|refused| same_place(*refused, address))
     }
+}
+
+/// Whether `a` and `b` reach the same socket: the same port, and the same
+/// address in any spelling (an IPv4-mapped IPv6 address is its IPv4
+/// address), any two loopback addresses counting as one.
+fn same_place(a: SocketAddr, b: SocketAddr) -> bool {
+    let (x, y) = (a.ip().to_canonical(), b.ip().to_canonical());
+    a.port() == b.port() && (x == y || (x.is_loopback() && y.is_loopback()))
 }
 
 /// Resolves a host name to addresses: the system's resolver in service,
@@ -312,6 +320,17 @@ mod tests {
             .await,
             Err(Failure::AddressRefused)
         );
+        for spelling in [
+            "http://[::ffff:127.0.0.1]:9001/",
+            "http://[::1]:9001/",
+            "http://127.0.0.2:9001/",
+        ] {
+            assert_eq!(
+                dialed(spelling, &runtime_api, &anything).await,
+                Err(Failure::AddressRefused),
+                "{spelling}"
+            );
+        }
         assert!(
             dialed("http://127.0.0.1:9002/", &runtime_api, &anything)
                 .await

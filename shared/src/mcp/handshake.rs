@@ -89,6 +89,9 @@ impl Session {
             value.set_sensitive(true);
             headers.append(name, value);
         }
+        // The transport's own headers are the client's to send.
+        headers.remove(SESSION_ID);
+        headers.remove(PROTOCOL_VERSION);
         let url = dialed.url();
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),

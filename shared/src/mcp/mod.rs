@@ -8,7 +8,14 @@ pub mod dial;
 mod handshake;
 mod sse;
 
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+
+use url::Url;
+
+use crate::secret::Secret;
 
 pub use dial::{Dialed, Policy as DialPolicy, Resolve, SystemResolver, dial};
 pub use handshake::{CLIENT_NAME, PROTOCOL_VERSIONS, handshake};
@@ -20,6 +27,29 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 pub const MAX_TOOL_PAGES: usize = 32;
 /// The most a handshake may take, whatever the request's budget leaves.
 pub const HANDSHAKE_BUDGET: Duration = Duration::from_secs(4);
+
+/// A handshake with the system's resolver, as a function pointer: what a
+/// record kind that verifies names ([`crate::Resource::HANDSHAKE`]), so the
+/// functions of the other kinds hold no reference to the client and do not
+/// link it (an `await` on the handshake itself, even behind a constant,
+/// would keep its code in their binaries: a future's states are data).
+pub type Handshake = for<'a> fn(
+    &'a Url,
+    &'a BTreeMap<String, Secret>,
+    &'a DialPolicy,
+    Duration,
+) -> Pin<Box<dyn Future<Output = Result<Verified, Failure>> + Send + 'a>>;
+
+/// [`handshake`] with the system's resolver, boxed: a [`Handshake`].
+pub fn system_handshake<'a>(
+    endpoint: &'a Url,
+    headers: &'a BTreeMap<String, Secret>,
+    policy: &'a DialPolicy,
+    budget: Duration,
+) -> Pin<Box<dyn Future<Output = Result<Verified, Failure>> + Send + 'a>> {
+    static SYSTEM: SystemResolver = SystemResolver;
+    Box::pin(handshake(endpoint, headers, policy, &SYSTEM, budget))
+}
 
 /// What a server that passed the handshake announced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,4 +139,29 @@ impl Failure {
         "protocol",
         "unsupported_transport",
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Failure;
+
+    #[test]
+    fn every_failure_names_a_listed_stage_and_only_statuses_carry_one() {
+        let all = [
+            Failure::AddressRefused,
+            Failure::Dns,
+            Failure::Connect,
+            Failure::Tls,
+            Failure::Timeout,
+            Failure::HttpStatus(307),
+            Failure::Unauthorized(401),
+            Failure::NotMcp("x"),
+            Failure::Protocol("x"),
+            Failure::UnsupportedTransport,
+        ];
+        let stages: Vec<&str> = all.iter().map(Failure::stage).collect();
+        assert_eq!(stages, Failure::STAGES);
+        let statuses: Vec<Option<u16>> = all.iter().map(Failure::http_status).collect();
+        assert_eq!(statuses.iter().flatten().collect::<Vec<_>>(), [&307, &401]);
+    }
 }

@@ -69,6 +69,8 @@ pub async fn write<R: Resource, S: Store>(
     let mut sealed = false;
     // The key that seals a kept copy of values the record holds as text.
     let mut copy_key: Option<DataKey> = None;
+    // The handshake that passed, for a try after a conflict.
+    let mut passed = None;
     let mut tries = 0;
     loop {
         let (stored, now) = match read::<R, S>(app, context, keyed, calls).await? {
@@ -95,7 +97,7 @@ pub async fn write<R: Resource, S: Store>(
                 (set.clone(), remove.clone())
             }
             // A merge, and any write that verifies: on the record as read.
-            write => merged::<R, S>(app, context, write, &stored, &mut data_key, calls).await?,
+            write => merged::<R, S>(app, context, write, &stored, &mut data_key, &mut passed, calls).await?,
         };
         let mut update = context.update_as_read::<R>(set, remove, &stored)?;
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);

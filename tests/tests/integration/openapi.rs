@@ -714,3 +714,18 @@ fn the_idempotency_key_pattern_is_the_service_s() {
         assert_eq!(fits(value), taken(value), "{value:?}");
     }
 }
+
+/// The stages a failed handshake names, and the protocol versions a
+/// verification may hold, are the client's own lists.
+#[test]
+fn the_verification_stages_and_versions_are_the_client_s() {
+    use agent_server_shared::mcp::{Failure, PROTOCOL_VERSIONS};
+    let doc = document();
+    let details = &schema(&doc, "McpServerUnprocessableEnvelope")["properties"]["errorDetails"]["properties"];
+    assert_eq!(strings(&details["stage"]["enum"]), Failure::STAGES);
+    let verification = &schema(&doc, "Verification")["properties"];
+    assert_eq!(
+        strings(&verification["protocol_version"]["enum"]),
+        PROTOCOL_VERSIONS
+    );
+}

@@ -318,6 +318,7 @@ async fn hostile_peers_are_refused_at_their_stage_within_the_budget() {
         (Behaviour::Endless, "http", "protocol"),
         (Behaviour::Silent, "http", "timeout"),
         (Behaviour::NotTls, "https", "tls"),
+        (Behaviour::BadName, "http", "protocol"),
     ];
     for (behaviour, scheme, stage) in cases {
         let peer = Peer::start(behaviour).await;
@@ -371,6 +372,89 @@ async fn the_write_time_rule_still_refuses_private_endpoints_where_the_policy_do
     assert_eq!(peer.connections(), 0);
 }
 
+#[tokio::test]
+async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
+    let base = api().await;
+    let peer = Peer::start(Behaviour::Paged).await;
+    let key = record(&peer.url("/mcp")).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let verification = &reply.body["data"]["verification"];
+    assert_eq!(verification["tools"], 6, "{verification}");
+    assert_eq!(verification["protocol_version"], "2025-06-18");
+    // initialize, initialized, three pages, and the session's DELETE.
+    assert_eq!(peer.requests(), 6);
+}
+
+/// Under an Idempotency-Key, a verified write is kept like any other: its
+/// retry answers the kept outcome and dials nothing.
+#[tokio::test]
+async fn a_retried_verified_write_is_replayed_without_a_handshake() {
+    let app = dynamo_app(Policy {
+        allow_private_endpoints: true,
+    })
+    .await;
+    let peer = Peer::start(Behaviour::Paged).await;
+    let key = record("https://mcp.example.com/v1").await;
+    let project = key.project_id.as_deref().unwrap_or_default();
+    let event = || {
+        integration_tests::events::Event::put(Route::McpServers, &key.id, Some(project))
+            .query(&format!("project_id={project}&verify=true"))
+            .header("Idempotency-Key", "verify-retry-1")
+            .json(&json!({"endpoint": peer.url("/mcp")}))
+    };
+    let first = Route::McpServers.call(&app, event().request()).await;
+    assert_eq!(first.status(), 200, "{:?}", first.body());
+    let dialed = peer.requests();
+    let again = Route::McpServers.call(&app, event().request()).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        integration_tests::body_json(&again),
+        integration_tests::body_json(&first)
+    );
+    assert_eq!(peer.requests(), dialed, "a replay dialed the server");
+    // The same key without verify is another request.
+    let unverified = integration_tests::events::Event::put(Route::McpServers, &key.id, Some(project))
+        .header("Idempotency-Key", "verify-retry-1")
+        .json(&json!({"endpoint": peer.url("/mcp")}));
+    let reused = Route::McpServers.call(&app, unverified.request()).await;
+    assert_eq!(reused.status(), 422);
+    assert_eq!(
+        integration_tests::body_json(&reused)["errorDetails"]["code"],
+        "idempotency_key_reused"
+    );
+}
+
+#[tokio::test]
+async fn the_consumer_example_dials_through_the_same_guard() {
+    let bearer = mcp_bearer().await;
+    let example = integration_tests::workspace_binary("dial_mcp_endpoint");
+    let run = |allow: &str| {
+        std::process::Command::new(&example)
+            .arg(format!("{}/mcp", bearer.base))
+            .arg(format!("Authorization=Bearer {MCP_BEARER_TOKEN}"))
+            .env("ALLOW_PRIVATE_ENDPOINTS", allow)
+            .output()
+            .expect("cannot run the example")
+    };
+    let passed = run("true");
+    assert!(
+        passed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&passed.stderr)
+    );
+    let announced: Value = serde_json::from_slice(&passed.stdout).unwrap();
+    assert_eq!(announced["tools"], 2, "{announced}");
+    assert_eq!(announced["name"], "bearer-peer");
+    // Loopback, refused by the default policy before any connection.
+    let refused = run("false");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("refused at address_refused"), "{said}");
+    assert!(!said.contains(MCP_BEARER_TOKEN));
+}
+
 /// What a hostile peer does with each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Behaviour {
@@ -388,6 +472,56 @@ enum Behaviour {
     Silent,
     /// Answers plain HTTP at once, whatever it is sent (a TLS hello).
     NotTls,
+    /// An MCP server written here: a session it requires back, tools
+    /// listed over three pages (6 in all), JSON answers.
+    Paged,
+    /// As `Paged`, but announcing a name no display field may hold.
+    BadName,
+}
+
+/// The scripted server's answer to one request (its head in lower case).
+fn scripted(
+    behaviour: Behaviour,
+    head: &str,
+    body: &[u8],
+    respond: impl Fn(&str, &str, &[u8]) -> Vec<u8>,
+) -> Vec<u8> {
+    let message: Value = serde_json::from_slice(body).unwrap_or_default();
+    let method = message["method"].as_str().unwrap_or_default();
+    let session = head.contains("mcp-session-id: s-1\r\n");
+    let version = head.contains("mcp-protocol-version: 2025-06-18\r\n");
+    if head.starts_with("delete") {
+        return respond("200 OK", "application/json", b"{}");
+    }
+    let answer = |result: Value| json!({"jsonrpc": "2.0", "id": message["id"], "result": result}).to_string();
+    match method {
+        "initialize" => {
+            let name = if behaviour == Behaviour::BadName {
+                "peer\u{202e}evil"
+            } else {
+                "paged-peer"
+            };
+            let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": name, "version": "0.9"}});
+            let mut out = respond("200 OK", "application/json", answer(result).as_bytes());
+            let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0);
+            out.splice(at..at, b"\r\nmcp-session-id: s-1".iter().copied());
+            out
+        }
+        // Every later request must name the session and the version agreed.
+        _ if !(session && version) => respond("400 Bad Request", "application/json", b"{}"),
+        "notifications/initialized" => b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+        "tools/list" => {
+            let tool = |n: usize| json!({"name": format!("t{n}"), "inputSchema": {"type": "object"}});
+            let result = match message["params"]["cursor"].as_str() {
+                None => json!({"tools": [tool(1), tool(2)], "nextCursor": "p2"}),
+                Some("p2") => json!({"tools": [tool(3)], "nextCursor": "p3"}),
+                _ => json!({"tools": [tool(4), tool(5), tool(6)]}),
+            };
+            respond("200 OK", "application/json", answer(result).as_bytes())
+        }
+        _ => respond("404 Not Found", "application/json", b"{}"),
+    }
 }
 
 /// A peer on loopback that answers every request as its behaviour says.
@@ -424,6 +558,16 @@ impl Peer {
                         }
                     }
                     asked.fetch_add(1, Ordering::SeqCst);
+                    let head_text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let length = head_text
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
                     let respond = |status: &str, kind: &str, body: &[u8]| {
                         let mut out = format!(
                             "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
@@ -453,6 +597,7 @@ impl Peer {
                             return;
                         }
                         Behaviour::NotTls => return,
+                        Behaviour::Paged | Behaviour::BadName => scripted(behaviour, &head_text, &body, respond),
                         Behaviour::Silent => {
                             tokio::time::sleep(Duration::from_secs(60)).await;
                             return;

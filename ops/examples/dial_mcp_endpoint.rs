@@ -1,0 +1,75 @@
+//! Dials an MCP server's endpoint the way `verify=true` does, for an agent
+//! runtime that connects to a stored endpoint: through the connect-time
+//! guard (`agent_server_shared::mcp::dial`: the host resolved once, refused
+//! if any address it resolves to is one the endpoint rule refuses or this
+//! process's Lambda Runtime API, connections only to the checked addresses,
+//! TLS with the host as SNI), then the handshake over that connection.
+//!
+//! ```sh
+//! cargo run -p agent-server-ops --example dial_mcp_endpoint -- URL [NAME=VALUE]...
+//! ```
+//!
+//! Each `NAME=VALUE` is a header sent with every request (an opened record's
+//! `headers`: docs/secrets.md says how to open them). Loopback and private
+//! addresses are refused unless `ALLOW_PRIVATE_ENDPOINTS=true`, as in the
+//! service. It prints the checked addresses, then what the server announced
+//! as JSON; a refusal prints its stage and exits 1. Tested by
+//! tests/tests/integration/verify.rs.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agent_server_shared::mcp::{self, DialPolicy, SystemResolver};
+use agent_server_shared::rules::Policy;
+use agent_server_shared::secret::Secret;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let Some(url) = args.next().and_then(|url| url::Url::parse(&url).ok()) else {
+        eprintln!("usage: dial_mcp_endpoint URL [NAME=VALUE]...");
+        return ExitCode::from(2);
+    };
+    let headers: BTreeMap<String, Secret> = args
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            Some((name.to_string(), Secret::from(value)))
+        })
+        .collect();
+    let policy = DialPolicy::of(Policy {
+        allow_private_endpoints: std::env::var("ALLOW_PRIVATE_ENDPOINTS").is_ok_and(|v| v == "true"),
+    });
+    // The guard alone: where a connection may go. A consumer that speaks
+    // to the server itself connects with `dialed.connect()`.
+    match mcp::dial(&url, &policy, &SystemResolver).await {
+        Ok(dialed) => {
+            let addresses: Vec<String> = dialed.addresses().iter().map(ToString::to_string).collect();
+            eprintln!("dial_mcp_endpoint: checked addresses {}", addresses.join(", "));
+        }
+        Err(failure) => {
+            eprintln!("dial_mcp_endpoint: refused at {}: {failure}", failure.stage());
+            return ExitCode::FAILURE;
+        }
+    }
+    let budget = Duration::from_secs(10);
+    match mcp::handshake(&url, &headers, &policy, &SystemResolver, budget).await {
+        Ok(verified) => {
+            let announced = serde_json::json!({
+                "protocol_version": verified.protocol_version,
+                "name": verified.name,
+                "version": verified.version,
+                "tools": verified.tools,
+            });
+            println!("{announced}");
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            eprintln!(
+                "dial_mcp_endpoint: the handshake failed at {}: {failure}",
+                failure.stage()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -234,6 +234,10 @@ struct Options {
     /// Also measure the Lambda binary at PATH, as NAME (repeat)
     #[arg(long, value_name = "NAME=PATH", value_parser = also)]
     also: Vec<(String, PathBuf)>,
+    /// Internal: time --raw bare MCP handshakes with URL, print them as JSON
+    /// and exit (run as a child, to trust the run's CA from the start)
+    #[arg(long, value_name = "URL", hide = true)]
+    bare_handshake: Option<String>,
 }
 
 /// A setup's key, one of [`SETUPS`].
@@ -259,6 +263,16 @@ async fn main() {
         <Options as clap::CommandFactory>::command()
             .error(clap::error::ErrorKind::ValueValidation, "--cold, --warm and --raw must be at least 1")
             .exit();
+    }
+    if let Some(url) = &options.bare_handshake {
+        match bare_handshakes(url, options.raw).await {
+            Ok(times) => println!("{}", serde_json::Value::from(times)),
+            Err(message) => {
+                eprintln!("bench: {message}");
+                std::process::exit(1);
+            }
+        }
+        return;
     }
     if let Err(message) = run(options).await {
         eprintln!("bench: {message}");
@@ -289,6 +303,13 @@ async fn run(options: Options) -> Result<(), String> {
     let kms_port = kms.endpoint.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
     let kms_tls = tls::Endpoint::start(&credentials, kms_port).await?;
     eprintln!("bench: local KMS on {} (TLS {})", kms.endpoint, kms_tls.url);
+    // MCP's reference server, the peer of verify=true, behind a TLS
+    // endpoint of the same CA: MCP servers are reached over https.
+    let everything = integration_tests::mcp_everything().await;
+    let mcp_port = everything.base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let mcp_tls = tls::Endpoint::start(&credentials, mcp_port).await?;
+    let mcp_url = format!("{}/mcp", mcp_tls.url);
+    eprintln!("bench: MCP reference server on {} (TLS {mcp_url})", everything.base);
     // DynamoDB Local is a JVM: its first thousands of requests run
     // interpreted and are compiled as they come. Warm it up before anything
     // is timed, so that no implementation pays for the emulator's warm-up.
@@ -350,6 +371,11 @@ async fn run(options: Options) -> Result<(), String> {
             mcp_event(&root, MCP_SEALED, &serde_json::json!({"name": "Renamed"}))?,
         ),
         mcp_subject(
+            "update-mcp-server, rename, verify=true (Rust)",
+            release.join("update-mcp-server"),
+            verified(&mcp_event(&root, MCP_VERIFY, &serde_json::json!({"name": "Renamed"}))?)?,
+        ),
+        mcp_subject(
             "update-mcp-server, sets headers (Rust)",
             release.join("update-mcp-server"),
             mcp_event(
@@ -362,7 +388,7 @@ async fn run(options: Options) -> Result<(), String> {
             )?,
         ),
     ];
-    mcp_records(&dynamo, &kms).await?;
+    mcp_records(&dynamo, &kms, &mcp_url).await?;
     for (name, path) in &options.also {
         subjects.push(rust(name, path.clone(), true));
     }
@@ -399,6 +425,7 @@ async fn run(options: Options) -> Result<(), String> {
             kms_endpoint: if setup.tls { &kms_tls.url } else { &kms.endpoint },
             key_id: &kms.key_id,
             tls: setup.tls.then_some(&tls),
+            mcp_ca: &mcp_tls.bundle,
             controller,
             options: &options,
         };
@@ -429,12 +456,19 @@ async fn run(options: Options) -> Result<(), String> {
         });
     }
     let raw = raw_update_item(&plain, options.raw).await?;
+    let bare = bare_handshakes_in_child(&mcp_url, &mcp_tls.bundle, options.raw).await?;
     dynamodb.stop();
     kms.stop();
     let _ = std::fs::remove_dir_all(&scratch);
 
     let sizes = bootstrap_sizes(&root);
-    let report = report(&results, &raw, &sizes, &options, controller.as_ref().err());
+    let mut report = report(&results, &raw, &sizes, &options, controller.as_ref().err());
+    report.push_str(&format!(
+        "\nA bare MCP handshake with the verify=true subject's server (`initialize`, `notifications/initialized`, \
+         `tools/list`, the session's `DELETE`; over TLS, connections as the function opens them; in the harness at \
+         full CPU): {:.2} ms ({:.2}), {} runs.\n",
+        bare.median, bare.p90, options.raw
+    ));
     println!("{report}");
     std::fs::create_dir_all(&options.out).map_err(|e| e.to_string())?;
     std::fs::write(options.out.join("latest.md"), &report).map_err(|e| e.to_string())?;
@@ -486,11 +520,67 @@ fn mcp_subject(name: &str, program: PathBuf, event: String) -> Subject {
 const MCP_PLAIN: &str = "6f000000-0000-4000-8000-000000000001";
 const MCP_SEALED: &str = "6f000000-0000-4000-8000-000000000002";
 const MCP_HEADERS: &str = "6f000000-0000-4000-8000-000000000003";
+/// As [`MCP_PLAIN`], its endpoint the run's MCP server (over TLS).
+const MCP_VERIFY: &str = "6f000000-0000-4000-8000-000000000004";
 
-async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal) -> Result<(), String> {
+/// `event` with `verify=true` in its query.
+fn verified(event: &str) -> Result<String, String> {
+    let mut event: serde_json::Value = serde_json::from_str(event).map_err(|e| e.to_string())?;
+    let query = event["rawQueryString"].as_str().unwrap_or_default().to_string();
+    event["rawQueryString"] = serde_json::Value::from(format!("{query}&verify=true"));
+    event["queryStringParameters"]["verify"] = serde_json::Value::from("true");
+    Ok(event.to_string())
+}
+
+/// `count` bare handshakes with `url` in a child of this harness that
+/// trusts `bundle` from its start (the client reads the platform's roots,
+/// `SSL_CERT_FILE` included, once per process).
+async fn bare_handshakes_in_child(url: &str, bundle: &Path, count: usize) -> Result<Summary, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let output = tokio::process::Command::new(me)
+        .args(["--bare-handshake", url, "--raw", &count.to_string()])
+        .env("SSL_CERT_FILE", bundle)
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .map_err(|e| format!("bare handshakes: {e}"))?;
+    let times: Vec<f64> = serde_json::from_slice(&output.stdout).map_err(|e| format!("bare handshakes: {e}"))?;
+    Ok(Summary::of(&times))
+}
+
+/// `count` handshakes with `url` after one that opens nothing for later
+/// ones but loads the roots: each as `verify=true` makes it, its times in ms.
+async fn bare_handshakes(url: &str, count: usize) -> Result<Vec<f64>, String> {
+    use agent_server_shared::mcp::{DialPolicy, SystemResolver, handshake};
+    let url = url::Url::parse(url).map_err(|e| e.to_string())?;
+    let policy = DialPolicy {
+        allow_private: true,
+        refused: Vec::new(),
+    };
+    let headers = std::collections::BTreeMap::new();
+    let mut times = Vec::with_capacity(count);
+    for i in 0..=count {
+        let started = Instant::now();
+        handshake(&url, &headers, &policy, &SystemResolver, Duration::from_secs(10))
+            .await
+            .map_err(|failure| format!("bare handshake with {url}: {failure}"))?;
+        if i > 0 {
+            times.push(ms(started.elapsed()));
+        }
+    }
+    Ok(times)
+}
+
+async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal, mcp_url: &str) -> Result<(), String> {
     use agent_server_shared::Table;
-    for id in [MCP_PLAIN, MCP_SEALED, MCP_HEADERS] {
+    for id in [MCP_PLAIN, MCP_SEALED, MCP_HEADERS, MCP_VERIFY] {
         let mut item = integration_tests::Route::McpServers.item(local_api::samples::PROJECT_ID, id);
+        if id == MCP_VERIFY {
+            item.insert(
+                "endpoint".into(),
+                aws_sdk_dynamodb::types::AttributeValue::S(mcp_url.to_string()),
+            );
+        }
         item.insert(
             "headers".into(),
             agent_server_shared::item::to_attribute(&serde_json::json!({
@@ -556,6 +646,8 @@ struct Context<'a> {
     kms_endpoint: &'a str,
     key_id: &'a str,
     tls: Option<&'a tls::Endpoint>,
+    /// The bundle that trusts the MCP server's TLS endpoint, in every setup.
+    mcp_ca: &'a Path,
     controller: Option<&'a Controller>,
     options: &'a Options,
 }
@@ -576,6 +668,7 @@ async fn measure(
         kms_endpoint,
         key_id,
         tls,
+        mcp_ca,
         controller,
         options,
     } = context;
@@ -678,6 +771,10 @@ async fn measure(
                 command.env("SSL_CERT_FILE", bundle);
             }
         }
+    }
+    if subject.mcp {
+        // The MCP server is reached over TLS in every setup.
+        command.env("SSL_CERT_FILE", mcp_ca);
     }
     let mut child = command
         .spawn()

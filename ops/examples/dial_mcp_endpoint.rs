@@ -1,20 +1,23 @@
 //! Dials an MCP server's endpoint the way `verify=true` does, for an agent
-//! runtime that connects to a stored endpoint: through the connect-time
-//! guard (`agent_server_shared::mcp::dial`: the host resolved once, refused
-//! if any address it resolves to is one the endpoint rule refuses or this
-//! process's Lambda Runtime API, connections only to the checked addresses,
-//! TLS with the host as SNI), then the handshake over that connection.
+//! runtime that connects to a stored endpoint: the connect-time guard
+//! (`agent_server_shared::mcp::dial`: the host resolved once, refused if any
+//! address it resolves to is one the endpoint rule refuses or this
+//! process's Lambda Runtime API; `Dialed::connect` then connects only to
+//! those checked addresses, TLS with the host as SNI), and the handshake
+//! (`mcp::handshake`, which dials through the same guard itself).
 //!
 //! ```sh
-//! cargo run -p agent-server-ops --example dial_mcp_endpoint -- URL [NAME=VALUE]...
+//! MCP_HEADERS='{"Authorization": "Bearer ..."}' \
+//!   cargo run -p agent-server-ops --example dial_mcp_endpoint -- URL
 //! ```
 //!
-//! Each `NAME=VALUE` is a header sent with every request (an opened record's
-//! `headers`: docs/secrets.md says how to open them). Loopback and private
-//! addresses are refused unless `ALLOW_PRIVATE_ENDPOINTS=true`, as in the
-//! service. It prints the checked addresses, then what the server announced
-//! as JSON; a refusal prints its stage and exits 1. Tested by
-//! tests/tests/integration/verify.rs.
+//! `MCP_HEADERS` (optional) is a JSON object of the headers sent with every
+//! request: an opened record's `headers` (docs/secrets.md says how to open
+//! them), read from the environment so no value shows in a process list.
+//! Loopback and private addresses are refused unless
+//! `ALLOW_PRIVATE_ENDPOINTS=true`, as in the service. It prints the checked
+//! addresses, then what the server announced as JSON; a refusal prints its
+//! stage and exits 1. Tested by tests/tests/integration/verify.rs.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -26,16 +29,18 @@ use agent_server_shared::secret::Secret;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let Some(url) = args.next().and_then(|url| url::Url::parse(&url).ok()) else {
-        eprintln!("usage: dial_mcp_endpoint URL [NAME=VALUE]...");
+    let Some(url) = std::env::args().nth(1).and_then(|url| url::Url::parse(&url).ok()) else {
+        eprintln!("usage: [MCP_HEADERS='{{\"Name\": \"value\"}}'] dial_mcp_endpoint URL");
         return ExitCode::from(2);
     };
-    let headers: BTreeMap<String, Secret> = args
-        .filter_map(|pair| {
-            let (name, value) = pair.split_once('=')?;
-            Some((name.to_string(), Secret::from(value)))
-        })
+    let given = std::env::var("MCP_HEADERS").unwrap_or_else(|_| "{}".into());
+    let Ok(given) = serde_json::from_str::<BTreeMap<String, String>>(&given) else {
+        eprintln!("dial_mcp_endpoint: MCP_HEADERS is not a JSON object of strings");
+        return ExitCode::from(2);
+    };
+    let headers: BTreeMap<String, Secret> = given
+        .iter()
+        .map(|(name, value)| (name.clone(), Secret::from(value.as_str())))
         .collect();
     let policy = DialPolicy::of(Policy {
         allow_private_endpoints: std::env::var("ALLOW_PRIVATE_ENDPOINTS").is_ok_and(|v| v == "true"),

@@ -9,6 +9,7 @@
 //! writes to the in-memory store and builds the response.
 
 use agent_server_shared::error::{MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES};
+use agent_server_shared::mcp::{MAX_RESPONSE_BYTES, SystemResolver};
 use agent_server_shared::request::MAX_BODY_BYTES;
 use agent_server_shared::rules::Policy;
 use integration_tests::events::Event;
@@ -240,6 +241,95 @@ async fn a_request_allocates_a_small_multiple_of_its_body_and_errors_stay_small(
             }
         }
     }
+    // A verify=true handshake reads at most MAX_RESPONSE_BYTES of answers,
+    // and holds about that much, whatever they hold: a megabyte of tiny
+    // JSON values, as one body and as one event.
+    for streamed in [false, true] {
+        let peer = hostile_mcp_peer(streamed).await;
+        let url = url::Url::parse(&format!("http://{peer}/mcp")).unwrap();
+        let policy = agent_server_shared::mcp::DialPolicy {
+            allow_private: true,
+            refused: Vec::new(),
+        };
+        let headers = std::collections::BTreeMap::new();
+        let budget = std::time::Duration::from_secs(10);
+        ALLOCATOR.reset_peak_memory();
+        let outcome =
+            agent_server_shared::mcp::handshake(&url, &headers, &policy, &SystemResolver, budget).await;
+        let peak = ALLOCATOR.get_peak_memory();
+        report.push(format!(
+            "a megabyte of tools (streamed: {streamed}): peak {} KiB, {outcome:?}",
+            peak / 1024
+        ));
+        assert!(
+            outcome.is_ok_and(|verified| verified.tools > 100_000),
+            "streamed: {streamed}"
+        );
+        assert!(
+            peak <= 4 * MAX_RESPONSE_BYTES,
+            "streamed: {streamed}: {peak} bytes"
+        );
+    }
     // The measured figures, for BENCHMARKS.md and reviews (--nocapture).
     println!("{}", report.join("\n"));
+}
+
+/// An MCP server on loopback whose `tools/list` answer is almost all of a
+/// handshake's bytes, every tool a `0`: as JSON, or as one event. Its
+/// answers are built before it listens, so it allocates nothing measured.
+async fn hostile_mcp_peer(streamed: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"wide","version":"1"}}}"#;
+    let zeros = vec!["0"; (MAX_RESPONSE_BYTES - 4096) / 2].join(",");
+    let list = format!(r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{zeros}]}}}}"#);
+    let reply = |body: &str, events: bool| {
+        let (kind, body) = match events {
+            true => ("text/event-stream", format!("data: {body}\n\n")),
+            false => ("application/json", body.to_string()),
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let answers = [
+        reply(initialize, false),
+        b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+        reply(&list, streamed),
+    ];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        for answer in answers {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            // One request per connection: its head, then its body.
+            let mut seen = Vec::with_capacity(8192);
+            let mut buffer = [0u8; 4096];
+            loop {
+                let Ok(read) = stream.read(&mut buffer).await else {
+                    return;
+                };
+                seen.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if seen.len() >= end + 4 + length || read == 0 {
+                        break;
+                    }
+                } else if read == 0 {
+                    return;
+                }
+            }
+            let _ = stream.write_all(&answer).await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    address
 }

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -90,6 +91,9 @@ impl Resolve for SystemResolver {
     }
 }
 
+/// The most one of several addresses is given to accept a connection.
+const CONNECT_EACH: Duration = Duration::from_millis(1000);
+
 /// A byte stream to a checked address, plain or TLS.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
@@ -162,8 +166,14 @@ impl Dialed {
     /// over it for `https` (ALPN `http/1.1`).
     pub async fn connect(&self) -> Result<Box<dyn Io>, Failure> {
         let mut connected = None;
+        // With more than one address, a silent one (dropped packets) must
+        // not take the whole budget from the next.
+        let each = match self.addresses.len() {
+            1 => Duration::from_secs(3600),
+            _ => CONNECT_EACH,
+        };
         for address in &self.addresses {
-            if let Ok(stream) = TcpStream::connect(address).await {
+            if let Ok(Ok(stream)) = tokio::time::timeout(each, TcpStream::connect(address)).await {
                 connected = Some(stream);
                 break;
             }

@@ -1,8 +1,10 @@
 //! The client side of MCP's Streamable HTTP transport, as far as a
 //! handshake goes: HTTP/1.1 POSTs of JSON-RPC messages to the endpoint,
-//! answered as JSON or as an event stream, `Mcp-Session-Id` and
-//! `MCP-Protocol-Version` carried after `initialize`, the session deleted
-//! at the end. Every body read counts against one cap.
+//! answered as JSON or as an event stream (resumed after its last event id
+//! when the server ends it early), `Mcp-Session-Id` and
+//! `MCP-Protocol-Version` carried after `initialize`, the session deleted at
+//! the end. Every body read counts against one cap, and answers are read
+//! into the few typed fields a handshake needs, never into a JSON tree.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,7 +15,10 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::json;
+use serde_json::value::RawValue;
 use url::Url;
 
 use super::dial::{Dialed, Policy, Resolve, dial};
@@ -30,7 +35,18 @@ pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-2
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const EVENT_STREAM: &str = "text/event-stream";
+/// The most times one answer's event stream is resumed.
+const MAX_RESUMES: usize = 3;
+/// The most a server's `retry` may make a resume wait.
+const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+/// The most the session's `DELETE` may take: the handshake's outcome is
+/// known by then.
+const CLOSE_BUDGET: Duration = Duration::from_millis(500);
+/// Header values shorter than this are not looked for in what the server
+/// announces (a short value is found in ordinary words).
+const MIN_ECHOED_SECRET: usize = 8;
 
 /// Runs the handshake with the server at `endpoint`, sending `headers`
 /// with every request, within `budget`: what the server announced, or the
@@ -52,9 +68,20 @@ pub async fn handshake(
         .await
         .unwrap_or(Err(Failure::Timeout));
     if session.session_id.is_some() {
-        let _ = tokio::time::timeout_at(deadline, session.close()).await;
+        let close_by = deadline.min(tokio::time::Instant::now() + CLOSE_BUDGET);
+        let _ = tokio::time::timeout_at(close_by, session.close()).await;
     }
-    outcome
+    let verified = outcome?;
+    // A server that repeats a header it was sent must not get it stored.
+    let echoes = |text: &str| {
+        headers
+            .values()
+            .any(|value| value.expose().len() >= MIN_ECHOED_SECRET && text.contains(value.expose()))
+    };
+    if echoes(&verified.name) || echoes(&verified.version) {
+        return Err(Failure::Protocol("serverInfo repeats a header value"));
+    }
+    Ok(verified)
 }
 
 /// One handshake's connection and what the server told it so far.
@@ -69,17 +96,65 @@ struct Session {
     next_id: u64,
 }
 
-/// A response, its body read as far as the handshake needs.
+/// A response, its body unread.
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
     body: Incoming,
 }
 
+/// A JSON-RPC message as read: its members left as text until needed.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// What a handshake reads of `initialize`'s result.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Initialized {
+    protocol_version: String,
+    server_info: ServerInfo,
+    #[serde(default)]
+    capabilities: Capabilities,
+}
+
+#[derive(Deserialize)]
+struct ServerInfo {
+    name: String,
+    version: String,
+}
+
+#[derive(Deserialize, Default)]
+struct Capabilities {
+    tools: Option<IgnoredAny>,
+}
+
+/// What a handshake reads of a `tools/list` page: how many tools, not the
+/// tools (each is skipped as it is read).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsPage {
+    tools: Vec<IgnoredAny>,
+    next_cursor: Option<Box<RawValue>>,
+}
+
 impl Session {
     fn new(dialed: Dialed, record_headers: &BTreeMap<String, Secret>) -> Result<Self, Failure> {
         let mut headers = HeaderMap::new();
         for (name, value) in record_headers {
+            // A name the header rules refuse now, stored before they did,
+            // is the client's (Host, Content-Length, ...): never sent.
+            if crate::rules::headers::is_forbidden_name(name) {
+                continue;
+            }
             // The record's headers met the header rules when written; one
             // that is no HTTP header now (a legacy item) fails the step.
             let name = HeaderName::from_bytes(name.as_bytes())
@@ -92,6 +167,7 @@ impl Session {
         // The transport's own headers are the client's to send.
         headers.remove(SESSION_ID);
         headers.remove(PROTOCOL_VERSION);
+        headers.remove(LAST_EVENT_ID);
         let url = dialed.url();
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
@@ -115,8 +191,12 @@ impl Session {
     }
 
     async fn run(&mut self) -> Result<Verified, Failure> {
-        let initialized = self.initialize().await?;
+        let (initialized, lists_tools) = self.initialize().await?;
         self.notify("notifications/initialized").await?;
+        // A server that declares no tools capability has none to list.
+        if !lists_tools {
+            return Ok(initialized);
+        }
         let mut tools = 0u64;
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_TOOL_PAGES {
@@ -124,18 +204,21 @@ impl Session {
                 Some(cursor) => json!({ "cursor": cursor }),
                 None => json!({}),
             };
-            let result = self.call("tools/list", params).await?;
-            let listed = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or(Failure::Protocol("tools/list answered no tools array"))?;
-            tools += listed.len() as u64;
-            match result.get("nextCursor") {
-                None | Some(Value::Null) => {
-                    return Ok(Verified { tools, ..initialized });
-                }
-                Some(Value::String(next)) if cursor.as_ref() != Some(next) => cursor = Some(next.clone()),
-                Some(_) => return Err(Failure::Protocol("tools/list gave an unusable nextCursor")),
+            let page: ToolsPage = self.call("tools/list", params).await?;
+            tools += page.tools.len() as u64;
+            let next = match page.next_cursor {
+                None => None,
+                Some(raw) if raw.get() == "null" => None,
+                Some(raw) => Some(
+                    serde_json::from_str::<String>(raw.get())
+                        .ok()
+                        .filter(|next| cursor.as_ref() != Some(next))
+                        .ok_or(Failure::Protocol("tools/list gave an unusable nextCursor"))?,
+                ),
+            };
+            match next {
+                None => return Ok(Verified { tools, ..initialized }),
+                Some(next) => cursor = Some(next),
             }
         }
         Err(Failure::Protocol(
@@ -143,7 +226,8 @@ impl Session {
         ))
     }
 
-    async fn initialize(&mut self) -> Result<Verified, Failure> {
+    /// `initialize`: what the server announced, and whether it lists tools.
+    async fn initialize(&mut self) -> Result<(Verified, bool), Failure> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSIONS[0],
             "capabilities": {},
@@ -151,11 +235,10 @@ impl Session {
         });
         let (id, body) = self.request("initialize", params);
         let answer = self.post(body).await?;
-        if matches!(
-            answer.status,
-            StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
-        ) {
-            let status = answer.status.as_u16();
+        // The specification's test for the older transport: a 4xx to the
+        // POST (other than a refusal of the headers), then a GET.
+        let status = answer.status.as_u16();
+        if answer.status.is_client_error() && !matches!(status, 401 | 403) {
             // Its body is not read: the probe goes on a connection of its own.
             drop(answer);
             if self.speaks_sse_transport().await {
@@ -163,41 +246,34 @@ impl Session {
             }
             return Err(Failure::HttpStatus(status));
         }
-        let result = self.result(answer, id).await?;
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .ok_or(Failure::Protocol("initialize answered no protocolVersion"))?;
+        let result: Initialized = self.result(answer, id).await?;
         let version = PROTOCOL_VERSIONS
             .into_iter()
-            .find(|known| *known == version)
+            .find(|known| *known == result.protocol_version)
             .ok_or(Failure::Protocol(
                 "the server chose a protocol version this client does not speak",
             ))?;
-        let info = result
-            .get("serverInfo")
-            .ok_or(Failure::Protocol("initialize answered no serverInfo"))?;
-        let text = |name| {
-            info.get(name)
-                .filter(|value| shown(value))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .ok_or(Failure::Protocol(
-                    "serverInfo's name or version is not text this service shows",
-                ))
-        };
-        let (name, server_version) = (text("name")?, text("version")?);
+        let ServerInfo {
+            name,
+            version: server_version,
+        } = result.server_info;
+        if !shown(&name) || !shown(&server_version) {
+            return Err(Failure::Protocol(
+                "serverInfo's name or version is not text this service shows",
+            ));
+        }
         self.headers
             .insert(PROTOCOL_VERSION, HeaderValue::from_static(version));
         if let Some(id) = &self.session_id {
             self.headers.insert(SESSION_ID, id.clone());
         }
-        Ok(Verified {
+        let verified = Verified {
             protocol_version: version.to_string(),
             name,
             version: server_version,
             tools: 0,
-        })
+        };
+        Ok((verified, result.capabilities.tools.is_some()))
     }
 
     /// Whether the endpoint answers a GET with the older transport's event
@@ -229,14 +305,18 @@ impl Session {
         Ok(())
     }
 
-    /// A request and its result.
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
+    /// A request and its result, read as `T`.
+    async fn call<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<T, Failure> {
         let (id, body) = self.request(method, params);
         let answer = self.post(body).await?;
         self.result(answer, id).await
     }
 
-    fn request(&mut self, method: &str, params: Value) -> (u64, Value) {
+    fn request(&mut self, method: &str, params: serde_json::Value) -> (u64, serde_json::Value) {
         self.next_id += 1;
         let id = self.next_id;
         (
@@ -245,7 +325,7 @@ impl Session {
         )
     }
 
-    async fn post(&mut self, body: Value) -> Result<Answer, Failure> {
+    async fn post(&mut self, body: serde_json::Value) -> Result<Answer, Failure> {
         let mut headers = self.headers.clone();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let answer = self
@@ -261,50 +341,72 @@ impl Session {
         Ok(answer)
     }
 
-    /// The JSON-RPC result answering request `id`, from a JSON body or
+    /// The result answering request `id`, read as `T`, from a JSON body or
     /// from the event stream that carries it.
-    async fn result(&mut self, answer: Answer, id: u64) -> Result<Value, Failure> {
+    async fn result<T: for<'de> Deserialize<'de>>(&mut self, answer: Answer, id: u64) -> Result<T, Failure> {
         refused(answer.status)?;
-        let message = if is_type(&answer.headers, "application/json") {
-            let bytes = read_all(answer.body, &mut self.left).await?;
-            serde_json::from_slice(&bytes).map_err(|_| Failure::NotMcp("the body is not JSON"))?
+        let bytes = if is_type(&answer.headers, "application/json") {
+            read_all(answer.body, &mut self.left).await?
         } else if is_type(&answer.headers, EVENT_STREAM) {
             self.streamed(answer.body, id).await?
         } else {
             return Err(Failure::NotMcp("the answer is neither JSON nor an event stream"));
         };
-        if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        let message: Message<'_> =
+            serde_json::from_slice(&bytes).map_err(|_| Failure::NotMcp("the answer is not a JSON object"))?;
+        if message.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
             return Err(Failure::NotMcp("the answer is not JSON-RPC 2.0"));
         }
-        if message.get("id").and_then(Value::as_u64) != Some(id) {
+        if !answers(&message, id) {
             return Err(Failure::Protocol("the answer is not to this request"));
         }
-        if message.get("error").is_some() {
+        if message.error.is_some() {
             return Err(Failure::Protocol("the server answered a JSON-RPC error"));
         }
-        message
-            .get("result")
-            .filter(|result| result.is_object())
-            .cloned()
-            .ok_or(Failure::Protocol("the answer has no result object"))
+        let result = message
+            .result
+            .ok_or(Failure::Protocol("the answer has no result"))?;
+        serde_json::from_str(result.get())
+            .map_err(|_| Failure::Protocol("the result is not the one this request asks for"))
     }
 
-    /// The message answering `id` on an event stream; the server's own
-    /// requests and notifications before it are passed over.
-    async fn streamed(&mut self, mut body: Incoming, id: u64) -> Result<Value, Failure> {
+    /// The message answering `id` on an event stream, as its bytes; the
+    /// server's own requests and notifications before it are passed over.
+    /// A stream that ends first is resumed after its last event id, as the
+    /// transport provides, at most [`MAX_RESUMES`] times.
+    async fn streamed(&mut self, body: Incoming, id: u64) -> Result<Vec<u8>, Failure> {
         let mut reader = sse::Reader::default();
-        while let Some(chunk) = next_chunk(&mut body, &mut self.left).await {
-            for event in reader.feed(&chunk?) {
-                // A priming event (an id to resume from) carries no data.
-                if event.name != "message" || event.data.trim().is_empty() {
-                    continue;
+        let mut body = body;
+        for resume in 0..=MAX_RESUMES {
+            if resume > 0 {
+                let Some(last) = reader.last_id().and_then(|last| HeaderValue::from_str(last).ok()) else {
+                    break;
+                };
+                let wait = reader.retry_ms().map_or(Duration::ZERO, Duration::from_millis);
+                tokio::time::sleep(wait.min(MAX_RETRY_WAIT)).await;
+                let mut headers = self.headers.clone();
+                headers.insert(header::ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+                headers.insert(LAST_EVENT_ID, last);
+                if let Some(id) = &self.session_id {
+                    headers.insert(SESSION_ID, id.clone());
                 }
-                let message: Value =
-                    serde_json::from_str(&event.data).map_err(|_| Failure::NotMcp("an event is not JSON"))?;
-                let answers = message.get("id").and_then(Value::as_u64) == Some(id)
-                    && (message.get("result").is_some() || message.get("error").is_some());
-                if answers {
-                    return Ok(message);
+                let answer = self.send(Method::GET, headers, Bytes::new()).await?;
+                refused(answer.status)?;
+                if !is_type(&answer.headers, EVENT_STREAM) {
+                    break;
+                }
+                body = answer.body;
+            }
+            while let Some(chunk) = next_chunk(&mut body, &mut self.left).await {
+                for event in reader.feed(&chunk?) {
+                    if event.name != "message" {
+                        continue;
+                    }
+                    let message: Message<'_> = serde_json::from_str(&event.data)
+                        .map_err(|_| Failure::NotMcp("an event is not a JSON object"))?;
+                    if answers(&message, id) && (message.result.is_some() || message.error.is_some()) {
+                        return Ok(event.data.into_bytes());
+                    }
                 }
             }
         }
@@ -314,14 +416,17 @@ impl Session {
     /// Deletes the server's session (its answer does not matter: a server
     /// may refuse to let clients end sessions).
     async fn close(&mut self) -> Result<(), Failure> {
-        let headers = self.headers.clone();
+        let mut headers = self.headers.clone();
+        if let Some(id) = &self.session_id {
+            headers.insert(SESSION_ID, id.clone());
+        }
         let answer = self.send(Method::DELETE, headers, Bytes::new()).await?;
         drop(answer);
         Ok(())
     }
 
     /// Sends one request on the open connection, or on a new one to the
-    /// checked address when the server closed it.
+    /// checked address when the server had closed it.
     async fn send(&mut self, method: Method, headers: HeaderMap, body: Bytes) -> Result<Answer, Failure> {
         let target = match self.dialed.url().query() {
             Some(query) => format!("{}?{query}", self.dialed.url().path()),
@@ -340,23 +445,23 @@ impl Session {
             reused = None;
         }
         let (sender, response) = match reused {
-            Some(mut sender) => {
-                let retry = request.clone();
-                match sender.send_request(request).await {
-                    Ok(response) => (sender, response),
-                    // The server closed the idle connection as it was used:
-                    // once more, on a new one.
-                    Err(_) => {
+            Some(mut sender) => match sender.try_send_request(request).await {
+                Ok(response) => (sender, response),
+                // The server closed the idle connection before it took the
+                // request: once more, on a new one.
+                Err(mut error) => match error.take_message() {
+                    Some(request) => {
                         let mut sender = self.connect().await?;
-                        let response = sender.send_request(retry).await;
-                        (sender, response.map_err(|_| Failure::Connect)?)
+                        let response = sender.send_request(request).await.map_err(failure)?;
+                        (sender, response)
                     }
-                }
-            }
+                    None => return Err(failure(error.into_error())),
+                },
+            },
             None => {
                 let mut sender = self.connect().await?;
-                let response = sender.send_request(request).await;
-                (sender, response.map_err(|_| Failure::Connect)?)
+                let response = sender.send_request(request).await.map_err(failure)?;
+                (sender, response)
             }
         };
         self.sender = Some(sender);
@@ -387,6 +492,23 @@ impl Session {
     }
 }
 
+/// The stage of an exchange that failed: an answer that is not HTTP (or
+/// a head past the buffer) is no MCP server; anything else, the connection.
+fn failure(error: hyper::Error) -> Failure {
+    if error.is_parse() || error.is_parse_too_large() {
+        Failure::NotMcp("the answer is not HTTP/1.1")
+    } else {
+        Failure::Connect
+    }
+}
+
+/// Whether `message` names request `id` (a number, as this client sends).
+fn answers(message: &Message<'_>, id: u64) -> bool {
+    message
+        .id
+        .is_some_and(|raw| raw.get().parse::<u64>().ok() == Some(id))
+}
+
 /// Whether a step fails on `status`: 401 and 403 as unauthorized, any
 /// other status but 2xx as itself.
 fn refused(status: StatusCode) -> Result<(), Failure> {
@@ -406,13 +528,14 @@ fn is_type(headers: &HeaderMap, essence: &str) -> bool {
         .is_some_and(|found| found.trim().eq_ignore_ascii_case(essence))
 }
 
-/// Whether a server-chosen `value` is text this service would accept in
-/// its own display fields.
-fn shown(value: &Value) -> bool {
+/// Whether server-chosen `text` is text this service would accept in its
+/// own display fields.
+fn shown(text: &str) -> bool {
     let mut errors = crate::error::FieldErrors::new();
+    let value = serde_json::Value::String(text.to_string());
     Rule::Text { max: MAX_TEXT_CHARS }.check(
         "verification",
-        value,
+        &value,
         crate::rules::Policy::default(),
         &mut errors,
     );
@@ -446,4 +569,39 @@ async fn read_all(mut body: Incoming, left: &mut usize) -> Result<Vec<u8>, Failu
         bytes.extend_from_slice(&chunk?);
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_match_as_numbers_and_nothing_else() {
+        let read = |text: &str| {
+            serde_json::from_str::<Message<'_>>(text)
+                .map(|m| answers(&m, 7))
+                .ok()
+        };
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#), Some(true));
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#), Some(false));
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":8,"result":{}}"#), Some(false));
+        assert_eq!(read(r#"{"jsonrpc":"2.0","result":{}}"#), Some(false));
+        assert_eq!(read("[1]"), None);
+    }
+
+    #[test]
+    fn a_tools_page_is_counted_without_keeping_its_tools() {
+        let many = format!(
+            r#"{{"tools":[{}],"nextCursor":"n"}}"#,
+            vec!["0"; 100_000].join(",")
+        );
+        let page: ToolsPage = serde_json::from_str(&many).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(page.tools.len(), 100_000);
+        // A zero-sized element: the list holds no memory for its tools.
+        assert_eq!(std::mem::size_of::<IgnoredAny>(), 0);
+        assert_eq!(
+            page.next_cursor.map(|raw| raw.get().to_string()).as_deref(),
+            Some("\"n\"")
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! it earns, set by that same write.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use url::Url;
@@ -60,6 +60,18 @@ pub(super) async fn verify<R: Resource>(
         set.push((verification, Written::Plain(earlier.verification.clone())));
         return Ok(());
     }
+    // A budget the AWS calls before it ate: the server was never given a
+    // fair chance, so the answer is the service's (503, or 409 when an
+    // earlier try's handshake took it), not the server's 422.
+    if budget < MIN_HANDSHAKE {
+        return Err(match passed {
+            Some(_) => ApiError::Conflict,
+            None => {
+                tracing::warn!("no time left for the MCP handshake: nothing written");
+                ApiError::Unavailable
+            }
+        });
+    }
     let dial_policy = DialPolicy::of(policy);
     let started = Instant::now();
     let outcome = match &endpoint {
@@ -96,6 +108,10 @@ pub(super) async fn verify<R: Resource>(
         }
     }
 }
+
+/// The least a handshake is given: less, and the request is answered as
+/// out of time before it dials.
+const MIN_HANDSHAKE: Duration = Duration::from_millis(1000);
 
 /// A handshake that passed within this request: what it sent, and the
 /// verification it earned.

@@ -384,6 +384,13 @@ async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
     assert_eq!(verification["protocol_version"], "2025-06-18");
     // initialize, initialized, three pages, and the session's DELETE.
     assert_eq!(peer.requests(), 6);
+    // A stream that ends before its answer is resumed after its last id.
+    let peer = Peer::start(Behaviour::Resumed).await;
+    let key = record(&peer.url("/mcp")).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["verification"]["tools"], 6);
+    assert_eq!(peer.requests(), 7, "the resume is one GET more");
 }
 
 /// Under an Idempotency-Key, a verified write is kept like any other: its
@@ -433,7 +440,10 @@ async fn the_consumer_example_dials_through_the_same_guard() {
     let run = |allow: &str| {
         std::process::Command::new(&example)
             .arg(format!("{}/mcp", bearer.base))
-            .arg(format!("Authorization=Bearer {MCP_BEARER_TOKEN}"))
+            .env(
+                "MCP_HEADERS",
+                json!({"Authorization": format!("Bearer {MCP_BEARER_TOKEN}")}).to_string(),
+            )
             .env("ALLOW_PRIVATE_ENDPOINTS", allow)
             .output()
             .expect("cannot run the example")
@@ -477,6 +487,9 @@ enum Behaviour {
     Paged,
     /// As `Paged`, but announcing a name no display field may hold.
     BadName,
+    /// As `Paged`, but it ends `initialize`'s event stream after an event
+    /// id and answers when the stream is resumed from it.
+    Resumed,
 }
 
 /// The scripted server's answer to one request (its head in lower case).
@@ -494,7 +507,18 @@ fn scripted(
         return respond("200 OK", "application/json", b"{}");
     }
     let answer = |result: Value| json!({"jsonrpc": "2.0", "id": message["id"], "result": result}).to_string();
+    let initialized = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18",
+        "capabilities": {"tools": {}}, "serverInfo": {"name": "paged-peer", "version": "0.9"}}});
+    if head.starts_with("get") && head.contains("last-event-id: e1\r\n") && session {
+        return respond("200 OK", "text/event-stream", format!("id: e2\ndata: {initialized}\n\n").as_bytes());
+    }
     match method {
+        "initialize" if behaviour == Behaviour::Resumed => {
+            let mut out = respond("200 OK", "text/event-stream", b"id: e1\nretry: 5\ndata:\n\n");
+            let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0);
+            out.splice(at..at, b"\r\nmcp-session-id: s-1".iter().copied());
+            out
+        }
         "initialize" => {
             let name = if behaviour == Behaviour::BadName {
                 "peer\u{202e}evil"
@@ -597,7 +621,9 @@ impl Peer {
                             return;
                         }
                         Behaviour::NotTls => return,
-                        Behaviour::Paged | Behaviour::BadName => scripted(behaviour, &head_text, &body, respond),
+                        Behaviour::Paged | Behaviour::BadName | Behaviour::Resumed => {
+                            scripted(behaviour, &head_text, &body, respond)
+                        }
                         Behaviour::Silent => {
                             tokio::time::sleep(Duration::from_secs(60)).await;
                             return;

@@ -133,11 +133,16 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 	  printf '%-18s %9s bytes  %s\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap)" "target/lambda/$$f/bootstrap"; done
-	@# Only the function whose records can be verified carries the MCP client (its messages' text).
-	@for f in $(FUNCTIONS); do \
-	  linked=no; grep -q 'notifications/initialized' target/lambda/$$f/bootstrap && linked=yes; \
-	  want=no; [ "$$f" = update-mcp-server ] && want=yes; \
-	  [ "$$linked" = "$$want" ] || { echo "make package: $$f links the MCP client: $$linked (expected $$want)" >&2; exit 1; }; done
+	@# Only the functions whose records seal carry the KMS client, and only the one whose records
+	@# can be verified the MCP client: each found by the text of its requests (KMS's JSON target,
+	@# MCP's notification).
+	@for check in 'TrentService:update-api-key update-mcp-server' 'notifications/initialized:update-mcp-server'; do \
+	  marker="$${check%%:*}"; expected=" $${check#*:} "; \
+	  for f in $(FUNCTIONS); do \
+	    linked=no; grep -q "$$marker" target/lambda/$$f/bootstrap && linked=yes; \
+	    want=no; [[ "$$expected" == *" $$f "* ]] && want=yes; \
+	    [ "$$linked" = "$$want" ] || { echo "make package: $$f carries '$$marker': $$linked (expected $$want)" >&2; exit 1; }; \
+	  done; done
 
 events-test: $(TOOLS) dynamodb-local ## Change events: updates through local-api, the tables' streams, each pipe's filter and input template, the event schema
 	$(BUILD)

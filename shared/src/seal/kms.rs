@@ -2,6 +2,8 @@
 //! keys) under the secrets key, with this service's retry policy and time
 //! budget.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use aws_sdk_kms::Client;
@@ -26,11 +28,49 @@ const TRANSIENT_CODES: [&str; 3] = [
 ];
 
 /// Seals values with KMS `Encrypt` under one key.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct KmsSealer {
     client: Client,
     key_id: String,
+    /// The calls, reached through pointers that only [`KmsSealer::new`]
+    /// names: a function that never builds a KMS sealer (its record kind
+    /// seals nothing) then has no KMS operation in its binary, though its
+    /// futures could reach these methods (a future's states are data, kept
+    /// whatever constant guards them).
+    calls: &'static Calls,
 }
+
+impl std::fmt::Debug for KmsSealer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KmsSealer")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call's answer, boxed behind its pointer.
+type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, SealError>> + Send + 'a>>;
+
+type Encrypt = for<'a> fn(&'a KmsSealer, Context<'a>, &'a [u8], Duration) -> Call<'a, Vec<u8>>;
+type GenerateDataKey = for<'a> fn(&'a KmsSealer, Context<'a>, Duration) -> Call<'a, DataKey>;
+type Decrypt = for<'a> fn(&'a KmsSealer, &'a [u8], Context<'a>, Duration) -> Call<'a, DataKey>;
+type DescribeKey = for<'a> fn(&'a KmsSealer, Duration) -> Call<'a, ()>;
+
+/// The KMS calls, as pointers ([`KmsSealer::calls`]).
+struct Calls {
+    seal: Encrypt,
+    new_data_key: GenerateDataKey,
+    open_data_key: Decrypt,
+    warm_up: DescribeKey,
+}
+
+static CALLS: Calls = Calls {
+    seal: |sealer, context, plaintext, budget| Box::pin(sealer.encrypt(context, plaintext, budget)),
+    new_data_key: |sealer, context, budget| Box::pin(sealer.generate_data_key(context, budget)),
+    open_data_key: |sealer, sealed, context, budget| Box::pin(sealer.decrypt(sealed, context, budget)),
+    warm_up: |sealer, budget| Box::pin(sealer.describe_key(budget)),
+};
 
 impl KmsSealer {
     /// A sealer for `key_id` on a client built from the SDK's shared
@@ -46,7 +86,11 @@ impl KmsSealer {
 
     /// Wraps a client built elsewhere.
     pub fn new(client: Client, key_id: String) -> Self {
-        Self { client, key_id }
+        Self {
+            client,
+            key_id,
+            calls: &CALLS,
+        }
     }
 
     /// The key values are sealed under.
@@ -56,6 +100,38 @@ impl KmsSealer {
 
     /// Encrypts `plaintext` under `context`.
     pub async fn seal(
+        &self,
+        context: Context<'_>,
+        plaintext: &[u8],
+        budget: Duration,
+    ) -> Result<Vec<u8>, SealError> {
+        (self.calls.seal)(self, context, plaintext, budget).await
+    }
+
+    /// A new AES-256 data key bound to `context` (`GenerateDataKey`).
+    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+        (self.calls.new_data_key)(self, context, budget).await
+    }
+
+    /// Opens a data key KMS sealed under `context` (`Decrypt`, naming the
+    /// secrets key so a blob sealed under any other key is refused).
+    pub async fn open_data_key(
+        &self,
+        sealed: &[u8],
+        context: Context<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
+        (self.calls.open_data_key)(self, sealed, context, budget).await
+    }
+
+    /// Opens the client's connection to KMS with one `DescribeKey` of the
+    /// secrets key (metadata only), within `budget`: what init does under
+    /// Lambda, so the first sealing request finds a warm connection.
+    pub async fn warm_up(&self, budget: Duration) -> Result<(), SealError> {
+        (self.calls.warm_up)(self, budget).await
+    }
+
+    async fn encrypt(
         &self,
         context: Context<'_>,
         plaintext: &[u8],
@@ -78,8 +154,7 @@ impl KmsSealer {
             .ok_or_else(|| SealError::Refused("Encrypt returned no ciphertext".into()))
     }
 
-    /// A new AES-256 data key bound to `context` (`GenerateDataKey`).
-    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+    async fn generate_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
         let output = self
             .client
             .generate_data_key()
@@ -99,9 +174,7 @@ impl KmsSealer {
         }
     }
 
-    /// Opens a data key KMS sealed under `context` (`Decrypt`, naming the
-    /// secrets key so a blob sealed under any other key is refused).
-    pub async fn open_data_key(
+    async fn decrypt(
         &self,
         sealed: &[u8],
         context: Context<'_>,
@@ -126,10 +199,7 @@ impl KmsSealer {
             .map_err(|error| SealError::Refused(format!("Decrypt: {error}")))
     }
 
-    /// Opens the client's connection to KMS with one `DescribeKey` of the
-    /// secrets key (metadata only), within `budget`: what init does under
-    /// Lambda, so the first sealing request finds a warm connection.
-    pub async fn warm_up(&self, budget: Duration) -> Result<(), SealError> {
+    async fn describe_key(&self, budget: Duration) -> Result<(), SealError> {
         let call = self.client.describe_key().key_id(&self.key_id).send();
         match tokio::time::timeout(budget, call).await {
             Err(_) => Err(SealError::Unavailable(

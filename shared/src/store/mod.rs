@@ -279,14 +279,16 @@ impl Update {
     }
 
     /// The names of the record's fields this write sets or removes (not the
-    /// attributes beside them, such as a data key), as stored in
+    /// attributes beside them, such as a data key, nor a verification it
+    /// removes because what it vouched for changed), as stored in
     /// [`UPDATED_FIELDS`]: never a value.
     pub fn set_names(&self) -> Vec<String> {
+        let vouches = crate::records::verification(self.fields).map(|(name, _)| name);
         let mut names: Vec<String> = self
             .set
             .iter()
             .map(|(name, _)| *name)
-            .chain(self.remove.iter().copied())
+            .chain(self.remove.iter().copied().filter(|name| Some(*name) != vouches))
             .filter(|name| self.fields.iter().any(|field| field.name == *name))
             .map(str::to_owned)
             .collect();

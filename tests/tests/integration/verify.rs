@@ -510,7 +510,11 @@ fn scripted(
     let initialized = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18",
         "capabilities": {"tools": {}}, "serverInfo": {"name": "paged-peer", "version": "0.9"}}});
     if head.starts_with("get") && head.contains("last-event-id: e1\r\n") && session {
-        return respond("200 OK", "text/event-stream", format!("id: e2\ndata: {initialized}\n\n").as_bytes());
+        return respond(
+            "200 OK",
+            "text/event-stream",
+            format!("id: e2\ndata: {initialized}\n\n").as_bytes(),
+        );
     }
     match method {
         "initialize" if behaviour == Behaviour::Resumed => {

@@ -234,6 +234,10 @@ struct Options {
     /// Also measure the Lambda binary at PATH, as NAME (repeat)
     #[arg(long, value_name = "NAME=PATH", value_parser = also)]
     also: Vec<(String, PathBuf)>,
+    /// Also measure the MCP-server binary at PATH, as NAME, with the
+    /// unverified rename the MCP subjects start with (repeat)
+    #[arg(long = "also-mcp", value_name = "NAME=PATH", value_parser = also)]
+    also_mcp: Vec<(String, PathBuf)>,
     /// Internal: time --raw bare MCP handshakes with URL, print them as JSON
     /// and exit (run as a child, to trust the run's CA from the start)
     #[arg(long, value_name = "URL", hide = true)]
@@ -391,6 +395,10 @@ async fn run(options: Options) -> Result<(), String> {
     mcp_records(&dynamo, &kms, &mcp_url).await?;
     for (name, path) in &options.also {
         subjects.push(rust(name, path.clone(), true));
+    }
+    for (name, path) in &options.also_mcp {
+        let rename = mcp_event(&root, MCP_PLAIN, &serde_json::json!({"name": "Renamed"}))?;
+        subjects.push(mcp_subject(name, path.clone(), rename));
     }
     for subject in &subjects {
         if !subject.program.exists() {

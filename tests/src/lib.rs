@@ -798,6 +798,37 @@ pub async fn get_item(
     output.expect("GetItem failed").item
 }
 
+/// A fresh MCP server record on DynamoDB Local, as the documented layout
+/// stores it ([`Route::item`]: plain headers, as written before sealing),
+/// with `endpoint` in place of the sample's where given.
+pub async fn mcp_record(endpoint: Option<&str>) -> agent_server_shared::store::Key {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let mut item = Route::McpServers.item(&project, &id);
+    if let Some(endpoint) = endpoint {
+        item.insert(
+            "endpoint".into(),
+            aws_sdk_dynamodb::types::AttributeValue::S(endpoint.into()),
+        );
+    }
+    put_item(&dynamo, agent_server_shared::Table::McpServers, item).await;
+    agent_server_shared::store::Key {
+        project_id: Some(project),
+        id,
+    }
+}
+
+/// The MCP server record `key` as DynamoDB Local holds it.
+///
+/// # Panics
+/// If it is gone.
+pub async fn stored_mcp(key: &agent_server_shared::store::Key) -> agent_server_shared::item::Item {
+    let dynamo = client(&dynamo_local().await.endpoint);
+    get_item(&dynamo, agent_server_shared::Table::McpServers, key)
+        .await
+        .unwrap_or_else(|| panic!("{key:?} is gone"))
+}
+
 /// A store that always fails the same way.
 pub struct Failing(pub agent_server_shared::store::StoreError);
 

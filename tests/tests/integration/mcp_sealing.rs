@@ -16,8 +16,8 @@ use agent_server_shared::{App, Settings, Table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
-    KmsLocal, Route, body_json, capture_logs, client, consumer_example, dynamo_local, free_port, get_item,
-    http, kms_decrypt, kms_local, put_item, serve_sealing,
+    KmsLocal, Route, body_json, capture_logs, client, consumer_example, dynamo_local, free_port, http,
+    kms_decrypt, kms_local, put_item, serve_sealing,
 };
 use serde_json::{Value, json};
 
@@ -25,20 +25,11 @@ const SENTINEL: &str = "mcp-SEALED-HEADER-SENTINEL-7c2f";
 
 /// A fresh MCP server record with plain headers, as written before sealing.
 async fn plain_record() -> Key {
-    let dynamo = client(&dynamo_local().await.endpoint);
-    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
-    put_item(&dynamo, Table::McpServers, Route::McpServers.item(&project, &id)).await;
-    Key {
-        project_id: Some(project),
-        id,
-    }
+    integration_tests::mcp_record(None).await
 }
 
 async fn stored(key: &Key) -> Item {
-    let dynamo = client(&dynamo_local().await.endpoint);
-    get_item(&dynamo, Table::McpServers, key)
-        .await
-        .unwrap_or_else(|| panic!("{key:?} is gone"))
+    integration_tests::stored_mcp(key).await
 }
 
 fn url(base: &str, key: &Key) -> String {

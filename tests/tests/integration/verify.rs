@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use agent_server_shared::App;
 use agent_server_shared::item::Item;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
-use agent_server_shared::{App, Table};
 use integration_tests::{
-    MCP_BEARER_TOKEN, Reply, Route, capture_logs, client, dynamo_app, dynamo_local, get_item, http,
-    mcp_bearer, mcp_everything, mcp_everything_sse, put_item, serve_local_api, stored_json,
+    MCP_BEARER_TOKEN, Reply, Route, capture_logs, dynamo_app, http, mcp_bearer, mcp_everything,
+    mcp_everything_sse, serve_local_api, stored_json,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -39,25 +39,11 @@ async fn api() -> String {
 
 /// A fresh MCP server record holding `endpoint` and one plain header.
 async fn record(endpoint: &str) -> Key {
-    let dynamo = client(&dynamo_local().await.endpoint);
-    let (project, id) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
-    let mut item = Route::McpServers.item(&project, &id);
-    item.insert(
-        "endpoint".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S(endpoint.into()),
-    );
-    put_item(&dynamo, Table::McpServers, item).await;
-    Key {
-        project_id: Some(project),
-        id,
-    }
+    integration_tests::mcp_record(Some(endpoint)).await
 }
 
 async fn stored(key: &Key) -> Item {
-    let dynamo = client(&dynamo_local().await.endpoint);
-    get_item(&dynamo, Table::McpServers, key)
-        .await
-        .expect("record gone")
+    integration_tests::stored_mcp(key).await
 }
 
 fn url(base: &str, key: &Key, query: &str) -> String {

@@ -377,6 +377,13 @@ async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["data"]["verification"]["tools"], 6);
     assert_eq!(peer.requests(), 7, "the resume is one GET more");
+    // A server without tools is verified with none, and not asked for them.
+    let peer = Peer::start(Behaviour::NoTools).await;
+    let key = record(&peer.url("/mcp")).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["verification"]["tools"], 0);
+    assert_eq!(peer.requests(), 3, "initialize, initialized and the DELETE");
 }
 
 /// Under an Idempotency-Key, a verified write is kept like any other: its
@@ -476,6 +483,9 @@ enum Behaviour {
     /// As `Paged`, but it ends `initialize`'s event stream after an event
     /// id and answers when the stream is resumed from it.
     Resumed,
+    /// As `Paged`, but declaring no tools capability (and refusing
+    /// `tools/list`, as such a server may).
+    NoTools,
 }
 
 /// The scripted server's answer to one request (its head in lower case).
@@ -515,7 +525,11 @@ fn scripted(
             } else {
                 "paged-peer"
             };
-            let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            let capabilities = match behaviour {
+                Behaviour::NoTools => json!({"prompts": {}}),
+                _ => json!({"tools": {}}),
+            };
+            let result = json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
                                 "serverInfo": {"name": name, "version": "0.9"}});
             let mut out = respond("200 OK", "application/json", answer(result).as_bytes());
             let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0);
@@ -525,6 +539,11 @@ fn scripted(
         // Every later request must name the session and the version agreed.
         _ if !(session && version) => respond("400 Bad Request", "application/json", b"{}"),
         "notifications/initialized" => b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+        "tools/list" if behaviour == Behaviour::NoTools => {
+            let refusal = json!({"jsonrpc": "2.0", "id": message["id"],
+                                 "error": {"code": -32601, "message": "Method not found"}});
+            respond("200 OK", "application/json", refusal.to_string().as_bytes())
+        }
         "tools/list" => {
             let tool = |n: usize| json!({"name": format!("t{n}"), "inputSchema": {"type": "object"}});
             let result = match message["params"]["cursor"].as_str() {
@@ -611,7 +630,7 @@ impl Peer {
                             return;
                         }
                         Behaviour::NotTls => return,
-                        Behaviour::Paged | Behaviour::BadName | Behaviour::Resumed => {
+                        Behaviour::Paged | Behaviour::BadName | Behaviour::Resumed | Behaviour::NoTools => {
                             scripted(behaviour, &head_text, &body, respond)
                         }
                         Behaviour::Silent => {

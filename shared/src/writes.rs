@@ -126,6 +126,12 @@ impl Context {
         Ok(update)
     }
 
+    /// Judges the request's preconditions on `stored`, as the write would
+    /// (412 here); they then hold through the write's condition on it.
+    fn judge<R: Resource>(&self, stored: &Item) -> Result<(), ApiError> {
+        Ok(self.update::<R>(Patch::new(), Vec::new())?.check(stored)?)
+    }
+
     /// Whether the request carries a precondition.
     fn guarded(&self) -> bool {
         self.preconditions.if_match.is_some()
@@ -413,7 +419,7 @@ async fn read_judged<R: Resource, S: Store>(
         .await;
     add_time(&mut calls.dynamodb, started);
     let stored = stored?.ok_or(ApiError::NotFound(R::NOUN))?;
-    context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
+    context.judge::<R>(&stored)?;
     Ok(stored)
 }
 

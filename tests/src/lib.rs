@@ -829,6 +829,30 @@ pub async fn stored_mcp(key: &agent_server_shared::store::Key) -> agent_server_s
         .unwrap_or_else(|| panic!("{key:?} is gone"))
 }
 
+/// Reads one HTTP/1.1 request from `stream`, as a peer written in a test
+/// takes it: its head (lower-cased, for matching header lines) and its
+/// `Content-Length` body; `None` if the connection ends first.
+pub async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.ok()?;
+    Some((head, body))
+}
+
 /// A store that always fails the same way.
 pub struct Failing(pub agent_server_shared::store::StoreError);
 

@@ -278,7 +278,7 @@ async fn a_request_allocates_a_small_multiple_of_its_body_and_errors_stay_small(
 /// handshake's bytes, every tool a `0`: as JSON, or as one event. Its
 /// answers are built before it listens, so it allocates nothing measured.
 async fn hostile_mcp_peer(streamed: bool) -> std::net::SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let initialize = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"wide","version":"1"}}}"#;
     let zeros = vec!["0"; (MAX_RESPONSE_BYTES - 4096) / 2].join(",");
     let list = format!(r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{zeros}]}}}}"#);
@@ -306,26 +306,8 @@ async fn hostile_mcp_peer(streamed: bool) -> std::net::SocketAddr {
                 return;
             };
             // One request per connection: its head, then its body.
-            let mut seen = Vec::with_capacity(8192);
-            let mut buffer = [0u8; 4096];
-            loop {
-                let Ok(read) = stream.read(&mut buffer).await else {
-                    return;
-                };
-                seen.extend_from_slice(&buffer[..read]);
-                let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text[..end]
-                        .lines()
-                        .find_map(|line| line.strip_prefix("content-length:"))
-                        .and_then(|n| n.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if seen.len() >= end + 4 + length || read == 0 {
-                        break;
-                    }
-                } else if read == 0 {
-                    return;
-                }
+            if integration_tests::read_request(&mut stream).await.is_none() {
+                return;
             }
             let _ = stream.write_all(&answer).await;
             let _ = stream.shutdown().await;

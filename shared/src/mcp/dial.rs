@@ -55,11 +55,8 @@ impl Policy {
 
     /// Whether `address` may be dialed.
     fn allows_address(&self, address: SocketAddr) -> bool {
-        let class = match address.ip() {
-            IpAddr::V4(v4) => rules::classify_v4(v4),
-            IpAddr::V6(v6) => rules::classify_v6(v6),
-        };
-        self.allows(class) && !self.refused.iter().any(|refused| same_place(*refused, address))
+        self.allows(rules::classify_ip(address.ip()))
+            && !self.refused.iter().any(|refused| same_place(*refused, address))
     }
 }
 

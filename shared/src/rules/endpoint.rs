@@ -7,7 +7,7 @@
 //! IPv4 address (mapped, compatible, translated, NAT64, 6to4, Teredo) is
 //! judged by that IPv4 address as well as by itself; the stricter class wins.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde_json::Value;
 use url::{Host, Url};
@@ -70,6 +70,15 @@ pub fn classify_host(host: &Host<&str>) -> HostClass {
         }
         Host::Ipv4(address) => classify_v4(*address),
         Host::Ipv6(address) => classify_v6(*address),
+    }
+}
+
+/// The class of an address, whichever family: what a resolved host is
+/// judged by at connect time ([`crate::mcp::dial`]).
+pub fn classify_ip(address: IpAddr) -> HostClass {
+    match address {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
     }
 }
 

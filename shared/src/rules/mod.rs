@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::error::{FieldError, FieldErrors};
 
-pub use endpoint::{HostClass, MAX_URL_CHARS, classify_host, classify_v4, classify_v6};
+pub use endpoint::{HostClass, MAX_URL_CHARS, classify_host, classify_ip};
 pub use headers::{MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_HEADERS_BYTES};
 pub use parameters::{Decimal, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES, MAX_PARAMETERS_DEPTH};
 pub use text::{MAX_SECRET_BYTES, MAX_TEXT_CHARS};

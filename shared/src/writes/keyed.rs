@@ -15,7 +15,6 @@ use crate::App;
 use crate::error::ApiError;
 use crate::item::Item;
 use crate::metrics::Calls;
-use crate::patch::Patch;
 use crate::records::Resource;
 use crate::request::idempotency::KEPT_SECONDS;
 use crate::seal::DataKey;
@@ -79,7 +78,7 @@ pub async fn write<R: Resource, S: Store>(
         };
         // The preconditions, judged on the record read: they hold through
         // the transaction's condition on it.
-        context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
+        context.judge::<R>(&stored)?;
         let (set, remove) = match &mut write {
             Write::Put(set, remove) if !context.verify => {
                 // Sealed only once the key is known to be unused and the
@@ -201,7 +200,7 @@ async fn current<R: Resource, S: Store>(
         Read::Kept(outcome) => return Ok(outcome),
         Read::Record(stored, _) => stored,
     };
-    context.update::<R>(Patch::new(), Vec::new())?.check(&stored)?;
+    context.judge::<R>(&stored)?;
     let item = open_stored::<R, S>(app, context, &stored, &mut None, calls).await?;
     Ok(Outcome {
         item,

@@ -19,7 +19,7 @@ use integration_tests::{
     mcp_everything_sse, serve_local_api, stored_json,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const SENTINEL: &str = "Bearer VERIFY-HEADER-SENTINEL-51d3";
 const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
@@ -582,25 +582,10 @@ impl Peer {
                             .await;
                         return;
                     }
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        match stream.read(&mut byte).await {
-                            Ok(1) => head.push(byte[0]),
-                            _ => return,
-                        }
-                    }
-                    asked.fetch_add(1, Ordering::SeqCst);
-                    let head_text = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                    let length = head_text
-                        .lines()
-                        .find_map(|line| line.strip_prefix("content-length:"))
-                        .and_then(|n| n.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    let mut body = vec![0u8; length];
-                    if stream.read_exact(&mut body).await.is_err() {
+                    let Some((head_text, body)) = integration_tests::read_request(&mut stream).await else {
                         return;
-                    }
+                    };
+                    asked.fetch_add(1, Ordering::SeqCst);
                     let respond = |status: &str, kind: &str, body: &[u8]| {
                         let mut out = format!(
                             "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",

@@ -19,7 +19,7 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # stack_properties.py's properties, run only on the cases that name one.
-PROPERTIES = {"only-way-in", "grants"}
+PROPERTIES = {"only-way-in", "grants", "key-policies", "jwt-authorizers"}
 ROOT = os.path.dirname(HERE)
 
 

@@ -1,11 +1,14 @@
 """The stack's properties (docs/testing.md), on a template as written and after SAM's transform (offline):
-only-way-in (a function is reached only through an authorized route of the template's API) and grants (each
-role allows exactly what its user calls, GRANTS below, and only its service may assume it).
+only-way-in (a function is reached only through an authorized route of the template's API), grants (each
+role allows exactly what its user calls, GRANTS below, and only its service may assume it), key-policies (no
+key policy lets others than the account's administration use a key unless a condition narrows it) and
+jwt-authorizers (every JWT authorizer names an issuer and an audience, under every choice of conditions).
 
     python tools/stack_properties.py [TEMPLATE] [--transformed OUT.json]   # exit 1 naming each broken property
 """
 
 import copy
+import fnmatch
 import itertools
 import json
 import logging
@@ -248,6 +251,215 @@ def grants(template):
     return sorted(set(problems))
 
 
+# The calls that use a key's material: opening data, making data keys, sealing again under another key.
+KEY_USE = ("kms:Decrypt", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:GenerateDataKeyPair",
+           "kms:GenerateDataKeyPairWithoutPlaintext", "kms:ReEncryptFrom", "kms:ReEncryptTo")
+# The account's administration: its root, through which IAM policies of the account grant a key's use.
+ADMINISTRATION = re.compile(r"(arn:(\$\{AWS::Partition\}|aws[a-z-]*):iam::)?\$\{AWS::AccountId\}(:root)?")
+# A condition that narrows a statement open to others: the service the request comes through, principals named
+# by ARN, an encryption context; tested for a value. ...IfExists and negated operators pass a request without the
+# key (or with another value), ForAllValues one with none, a value of wildcards alone any: none of them narrows.
+NARROWING_KEY = re.compile(r"kms:ViaService|aws:PrincipalArn|kms:EncryptionContext:.+", re.IGNORECASE)
+NARROWING_TEST = re.compile(r"(ForAnyValue:)?(StringEquals|StringEqualsIgnoreCase|StringLike|ArnEquals|ArnLike)",
+                            re.IGNORECASE)
+
+
+def as_text(value):
+    """A principal as Sub would write it (Ref X as ${X}, GetAtt X.A as ${X.A}), or None if it is no text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        (key, inner), = value.items()
+        if key == "Ref" and isinstance(inner, str):
+            return "${" + inner + "}"
+        if key == "Fn::GetAtt":
+            return "${" + (".".join(inner) if isinstance(inner, list) else str(inner)) + "}"
+        if key == "Fn::Sub":
+            return inner[0] if isinstance(inner, list) else inner
+        if key == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
+            parts = [as_text(part) for part in inner[1]]
+            return None if None in parts else str(inner[0]).join(parts)
+    return None
+
+
+def others(principal, resources):
+    """The principals a key-policy statement's Principal names beside the account's administration and the
+    template's own roles and users (each named by its ARN)."""
+    if not isinstance(principal, dict) or any(key == "Ref" or key.startswith("Fn::") for key in principal):
+        principal = {"AWS": principal}
+    found = []
+    for kind, values in principal.items():
+        for value in values if isinstance(values, list) else [values]:
+            text = as_text(value)
+            own = re.fullmatch(r"\$\{([A-Za-z0-9]+)\.Arn\}", text or "")
+            if kind == "AWS" and text is not None and (ADMINISTRATION.fullmatch(text) or own and resources.get(
+                    own.group(1), {}).get("Type") in ("AWS::IAM::Role", "AWS::IAM::User")):
+                continue
+            found.append(f"{kind}: {text if text is not None else json.dumps(value)}")
+    return found
+
+
+def narrowed(condition):
+    """Whether a statement's condition narrows it to a service, named principals or an encryption context."""
+    for test, pairs in (condition or {}).items():
+        if not NARROWING_TEST.fullmatch(test) or not isinstance(pairs, dict):
+            continue
+        for key, values in pairs.items():
+            values = values if isinstance(values, list) else [values]
+            if NARROWING_KEY.fullmatch(key) and values and not any(
+                    isinstance(v, str) and re.fullmatch(r"[*?]*", v) for v in values):
+                return True
+    return False
+
+
+def key_policies(template):
+    """No key policy lets a principal beside the account's administration (and the template's own roles, each
+    named) decrypt, make data keys or re-encrypt with a key, but under a condition that narrows it."""
+    problems = []
+    resources = template.get("Resources", {})
+    for name, r in resources.items():
+        if r.get("Type") != "AWS::KMS::Key":
+            continue
+        policy = (r.get("Properties") or {}).get("KeyPolicy") or {}
+        written = policy.get("Statement", []) if isinstance(policy, dict) else []
+        for number, statement in enumerate(written if isinstance(written, list) else [written]):
+            for s in variants(statement):
+                if not isinstance(s, dict) or s.get("Effect") != "Allow":
+                    continue
+                if "NotAction" in s:
+                    patterns = [p.lower() for p in listed(s["NotAction"]) if isinstance(p, str)]
+                    uses = [a for a in KEY_USE if not any(fnmatch.fnmatchcase(a.lower(), p) for p in patterns)]
+                    actions = [f"all but {', '.join(listed(s['NotAction']))}"] if uses else []
+                else:
+                    actions = [a for a in listed(s.get("Action")) if not isinstance(a, str) or any(
+                        fnmatch.fnmatchcase(use.lower(), a.lower()) for use in KEY_USE)]
+                who = others(s["Principal"], resources) if "Principal" in s else []
+                who += [f"all but {json.dumps(s['NotPrincipal'])}"] if "NotPrincipal" in s else []
+                if actions and who and not narrowed(s.get("Condition")):
+                    problems.append(f"key {name}: Statement[{number}] lets {'; '.join(who)} use it "
+                                    f"({', '.join(map(str, actions))}) under no condition naming a service "
+                                    "(kms:ViaService), principals (aws:PrincipalArn) or an encryption context")
+    return sorted(set(problems))
+
+
+def mappings(value, chosen=(), at=()):
+    """Every mapping in `value`, with the choices of conditions (name, bool) that lead to it and its keys."""
+    if isinstance(value, dict):
+        if set(value) == {"Fn::If"} and isinstance(value["Fn::If"], list) and len(value["Fn::If"]) == 3:
+            name, yes, no = value["Fn::If"]
+            yield from mappings(yes, (*chosen, (name, True)), at)
+            yield from mappings(no, (*chosen, (name, False)), at)
+            return
+        yield value, chosen, at
+        for key, inner in value.items():
+            yield from mappings(inner, chosen, (*at, key))
+    elif isinstance(value, list):
+        for inner in value:
+            yield from mappings(inner, chosen, at)
+
+
+def non_empty(parameter):
+    """The ways a template states that a parameter is not empty (an empty list parameter is [""])."""
+    ref = {"Ref": parameter}
+    return [{"Fn::Not": [{"Fn::Equals": [ref, ""]}]}, {"Fn::Not": [{"Fn::Equals": ["", ref]}]},
+            {"Fn::Not": [{"Fn::Contains": [ref, ""]}]},
+            {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", ref]}, ""]}]}]
+
+
+def facts(on, conditions):
+    """What holds where the conditions `on` do: each one's definition (or its negation), and each member of a
+    definition that is an And (or, negated, an Or), a member naming a condition read as its definition."""
+    found, pending = [], [conditions.get(name) if choice else {"Fn::Not": [conditions.get(name)]}
+                          for name, choice in on.items()]
+    while pending:
+        fact = pending.pop()
+        if isinstance(fact, dict) and set(fact) == {"Condition"}:
+            fact = conditions.get(fact["Condition"])
+        negated = isinstance(fact, dict) and set(fact) == {"Fn::Not"} and isinstance(fact["Fn::Not"], list)
+        inner = fact["Fn::Not"][0] if negated and fact["Fn::Not"] else None
+        if isinstance(inner, dict) and set(inner) == {"Condition"}:
+            pending.append({"Fn::Not": [conditions.get(inner["Condition"])]})
+        elif fact not in found:
+            found.append(fact)
+            if isinstance(fact, dict) and set(fact) == {"Fn::And"}:
+                pending += fact["Fn::And"]
+            elif isinstance(inner, dict) and set(inner) == {"Fn::Or"}:
+                pending += [{"Fn::Not": [member]} for member in inner["Fn::Or"]]
+    return found
+
+
+def kept_non_empty(parameter, on, template):
+    """Whether `parameter` cannot be empty where the conditions `on` hold: by its own constraints, by a
+    condition that holds only if it is not, or by a rule whose assertion says so and whose condition holds."""
+    declared = template.get("Parameters", {}).get(parameter)
+    if not isinstance(declared, dict):
+        return True  # a resource or a pseudo parameter
+    if declared.get("AllowedValues") and "" not in [str(v) for v in declared["AllowedValues"]]:
+        return True
+    if declared.get("Type") == "String":
+        try:
+            if int(declared.get("MinLength", 0)) > 0 or (
+                    "AllowedPattern" in declared and not re.fullmatch(declared["AllowedPattern"], "")):
+                return True
+        except (re.error, ValueError, TypeError):
+            pass
+    tests = non_empty(parameter)
+    holding = facts(on, template.get("Conditions") or {})
+    if any(c in tests for c in holding):
+        return True
+    return any(rule.get("Assertions") and (rule.get("RuleCondition") is None or rule["RuleCondition"] in holding)
+               and any(a.get("Assert") in tests for a in rule["Assertions"] if isinstance(a, dict))
+               for rule in (template.get("Rules") or {}).values() if isinstance(rule, dict))
+
+
+def named(value, on, template):
+    """Why `value`, an issuer or an audience, may be empty where `on` holds, or None if it cannot be."""
+    if value is None:
+        return "is missing"
+    if isinstance(value, str):
+        return None if value.strip() else "is empty"
+    if isinstance(value, list):
+        return "is an empty list" if not value else next(filter(None, (named(v, on, template) for v in value)), None)
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return None if kept_non_empty(value["Ref"], on, template) else (
+            f"is the parameter {value['Ref']}, which no condition, rule or constraint keeps from being empty here")
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"}:
+        text = str(as_text(value))
+        parts = re.findall(r"\$\{([^}!.]+)\}", text)
+        if re.sub(r"\$\{[^}]*\}", "", text).strip() or any(kept_non_empty(p, on, template) for p in parts):
+            return None
+        return f"is {text}, which no condition, rule or constraint keeps from being empty here"
+    return None
+
+
+def jwt_authorizers(template):
+    """Every JWT authorizer (SAM's Auth, an OpenAPI body's, AWS::ApiGatewayV2::Authorizer) names an issuer and
+    at least one audience under every choice of the conditions it exists under and names."""
+    problems = []
+    kinds = (*API_TYPES, "AWS::ApiGatewayV2::Authorizer")
+    for name, r in template.get("Resources", {}).items():
+        if r.get("Type") not in kinds:
+            continue
+        for node, chosen, at in mappings(r.get("Properties") or {}):
+            openapi = at[-1:] == ("x-amazon-apigateway-authorizer",) and str(node.get("type")).lower() == "jwt"
+            if not (openapi or "JwtConfiguration" in node or node.get("AuthorizerType") == "JWT"):
+                continue
+            config = node.get("jwtConfiguration", node.get("JwtConfiguration"))
+            given = dict(chosen)
+            names = sorted(conditions_in(config) - set(given))
+            for values in itertools.product([True, False], repeat=len(names)):
+                on = {**given, **dict(zip(names, values))}
+                resolved = resolve(config, on)
+                resolved = {k.lower(): v for k, v in resolved.items()} if isinstance(resolved, dict) else {}
+                where = " ".join([name, ".".join(map(str, at[:-1] if openapi else at))]).strip() + (
+                    f" (where {', '.join(c if v else 'not ' + c for c, v in on.items())})" if on else "")
+                for part in ("issuer", "audience"):
+                    why = named(resolved.get(part), on, template)
+                    if why:
+                        problems.append(f"JWT authorizer {where}: its {part} {why}")
+    return sorted(set(problems))
+
+
 def transformed(template):
     """The template as SAM's transform turns it into CloudFormation, offline."""
     template = copy.deepcopy(template)
@@ -281,6 +493,8 @@ def problems_of(path, out=None):
                     json.dump(template, file, indent=1)
         problems += [f"only-way-in ({form}): {p}" for p in only_way_in(template)]
         problems += [f"grants ({form}): {p}" for p in grants(template)]
+        problems += [f"key-policies ({form}): {p}" for p in key_policies(template)]
+        problems += [f"jwt-authorizers ({form}): {p}" for p in jwt_authorizers(template)]
     return sorted(set(problems))
 
 
@@ -294,7 +508,8 @@ def main():
         print(f"{path}: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print(f"{path}: only the API's authorized routes reach a function; every role allows exactly what its user calls")
+    print(f"{path}: only the API's authorized routes reach a function; every role allows exactly what its user calls; "
+          "no key policy lets others use a key unnarrowed; every JWT authorizer names an issuer and an audience")
 
 
 if __name__ == "__main__":

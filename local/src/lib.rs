@@ -13,6 +13,7 @@ pub mod docs;
 pub mod event;
 pub mod functions;
 pub mod gateway;
+pub mod linger;
 pub mod routes;
 pub mod samples;
 pub mod setup;
@@ -321,10 +322,11 @@ pub async fn serve<S: Store + 'static>(
                 // hyper answers more than 100 header lines with a bare 431; API
                 // Gateway takes as many as fit its 10 KiB of headers, so the
                 // request reaches the function (a 101st If-Match line is its
-                // 400 to give, in the envelope).
+                // 400 to give, in the envelope). An answer given before the
+                // body was read closes by lingering, so the client reads it.
                 let connection = http1::Builder::new()
                     .max_headers(MAX_HEADER_LINES)
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(TokioIo::new(linger::Lingering::new(stream)), service);
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {

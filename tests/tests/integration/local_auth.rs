@@ -423,3 +423,53 @@ async fn oversized_bodies_are_answered_after_authentication_and_authorization() 
         assert!(answer.starts_with(expected), "{project}: {answer}");
     }
 }
+
+/// A client that sends its whole body before it reads (Python's
+/// `http.client`, say) still reads an answer given before the body (401,
+/// 403, 404, 413): the local API stops writing, then reads and discards
+/// what is still sent (RFC 9112 section 9.6), instead of closing at once,
+/// which resets the connection and fails the client's send.
+#[tokio::test]
+async fn an_early_answer_reaches_a_client_that_sends_its_whole_body_first() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let base = serve(JwtAuthorizer::with_secret(SECRET).unwrap()).await;
+    let (own, other, id) = seed().await;
+    let bearer = format!("Bearer {}", hs256(&claims(&own), SECRET));
+    let address = base.trim_start_matches("http://").to_string();
+    // More than the sockets' buffers hold, and than the local API reads.
+    let body = vec![b' '; 16 * 1024 * 1024];
+    let model = |project: &str| format!("/api/agent-server/models/{id}?project_id={project}");
+    let cases = [
+        (model(&own), false, "HTTP/1.1 401"),
+        (model(&other), true, "HTTP/1.1 403"),
+        (format!("/api/agent-server/nothing/{id}"), true, "HTTP/1.1 404"),
+        (model(&own), true, "HTTP/1.1 413"),
+    ];
+    for (path, authorized, expected) in cases {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let authorization = if authorized {
+            format!("Authorization: {bearer}\r\n")
+        } else {
+            String::new()
+        };
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let sent = stream.write_all(&body).await;
+        assert!(sent.is_ok(), "{expected}: the body could not be sent: {sent:?}");
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut answer),
+        )
+        .await
+        .expect("no answer");
+        assert!(read.is_ok(), "{expected}: the answer could not be read: {read:?}");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with(expected), "{expected}: {answer}");
+    }
+    assert_eq!(stored_name(&own, &id).await.as_deref(), Some("Original"));
+}

@@ -212,19 +212,31 @@ pub fn principal(request: &Request) -> Option<String> {
 
 /// Who the caller is, whole and with its kind (a JWT's issuer and `sub`,
 /// or an IAM caller's ARN), for what is the caller's alone (an idempotency
-/// key); `None` for a caller with no name.
+/// key); `None` for a caller with no name. Each part is written after its
+/// length, so no two callers share an identity whatever their claims hold
+/// (a separator inside a claim moves no boundary).
 pub fn identity(request: &Request) -> Option<String> {
     let authorizer = request.authorizer()?;
     let identity = match (&authorizer.jwt, &authorizer.iam) {
         (Some(jwt), _) => {
             let sub = jwt.claims.get("sub").filter(|sub| !sub.is_empty())?;
             let issuer = jwt.claims.get("iss").map_or("", String::as_str);
-            format!("jwt\0{issuer}\0{sub}")
+            length_prefixed(&["jwt", issuer, sub])
         }
-        (None, Some(iam)) => format!("iam\0{}", iam.user_arn.as_deref().filter(|arn| !arn.is_empty())?),
+        (None, Some(iam)) => {
+            length_prefixed(&["iam", iam.user_arn.as_deref().filter(|arn| !arn.is_empty())?])
+        }
         (None, None) => return None,
     };
     Some(identity)
+}
+
+/// `parts`, each as its length in bytes, `:`, and itself.
+fn length_prefixed(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|part| format!("{}:{part}", part.len()))
+        .collect()
 }
 
 /// What the identity in `request` may change: the JWT's projects claim,
@@ -257,6 +269,35 @@ mod tests {
 
     fn projects(ids: &[&str]) -> Grants {
         Grants::Projects(ids.iter().map(|id| id.to_string()).collect())
+    }
+
+    /// A request whose authorizer carries these JWT claims.
+    fn with_claims(claims: serde_json::Value) -> Request {
+        let event = serde_json::json!({
+            "requestContext": {"http": {"method": "PUT"}, "authorizer": {"jwt": {"claims": claims, "scopes": null}}},
+            "pathParameters": {"id": "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01"},
+        });
+        Request::from_event(event, lambda_runtime::Context::default()).unwrap()
+    }
+
+    #[test]
+    fn no_two_callers_share_an_identity_whatever_their_claims_hold() {
+        let of = |iss: &str, sub: &str| identity(&with_claims(serde_json::json!({"iss": iss, "sub": sub})));
+        let pairs = [
+            (("x", "y\0z"), ("x\0y", "z")),
+            (("x", "y:z"), ("x:y", "z")),
+            (("x", "1:yz"), ("x1:", "yz")),
+            (("x\0", "y"), ("x", "\0y")),
+            (("a b", "c"), ("a", "b c")),
+        ];
+        for ((iss_a, sub_a), (iss_b, sub_b)) in pairs {
+            let (a, b) = (of(iss_a, sub_a), of(iss_b, sub_b));
+            assert!(a.is_some(), "{iss_a:?} {sub_a:?}");
+            assert_ne!(a, b, "({iss_a:?}, {sub_a:?}) and ({iss_b:?}, {sub_b:?})");
+        }
+        // The same caller is the same identity; no sub is no caller.
+        assert_eq!(of("x", "y"), of("x", "y"));
+        assert_eq!(identity(&with_claims(serde_json::json!({"iss": "x"}))), None);
     }
 
     #[test]

@@ -171,6 +171,16 @@ fn render<T: Serialize>(status: u16, envelope: &T) -> Response {
 /// kept under the request's `Idempotency-Key`, and nothing was written.
 pub const IDEMPOTENT_REPLAYED: header::HeaderName = header::HeaderName::from_static("idempotent-replayed");
 
+/// Whether `response` answers a retry with the outcome kept for its
+/// `Idempotency-Key` (it carries `Idempotent-Replayed: true`): what the
+/// access and metrics lines call a replay.
+pub fn is_replayed(response: &Response) -> bool {
+    response
+        .headers()
+        .get(IDEMPOTENT_REPLAYED)
+        .is_some_and(|value| value == "true")
+}
+
 /// Sets (replaces) the header `name` of `response` to `value`, if it is a
 /// valid header value.
 pub fn set_header(response: &mut Response, name: header::HeaderName, value: &str) {

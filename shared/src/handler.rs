@@ -98,6 +98,7 @@ pub async fn serve<R: Resource, S: Store>(
             &Measurement {
                 route: R::FUNCTION,
                 status: response.status().as_u16(),
+                replayed: envelope::is_replayed(&response),
                 latency,
                 calls: seen.calls,
                 cold_start,
@@ -269,9 +270,11 @@ pub const MAX_LOGGED_ROUTE_CHARS: usize = 256;
 
 /// The one log line per request: never a body, a header value, a query or
 /// a token. The record's `id` and `project_id` join it to the change event
-/// and to any other line of the request.
+/// and to any other line of the request; `replayed: true` marks an answer
+/// kept for an `Idempotency-Key` (nothing was written).
 pub fn access_log(entry: &AccessEntry<'_>) {
     let status = entry.response.status().as_u16();
+    let replayed = envelope::is_replayed(entry.response).then_some(true);
     let latency_ms = entry.latency.as_secs_f64() * 1000.0;
     // An unmatched path is the caller's: shown in the principal's form.
     let route = crate::logging::escaped(entry.route, MAX_LOGGED_ROUTE_CHARS);
@@ -283,6 +286,7 @@ pub fn access_log(entry: &AccessEntry<'_>) {
         id = entry.key.map(|key| key.id.as_str()),
         project_id = entry.key.and_then(|key| key.project_id.as_deref()),
         status,
+        replayed,
         latency_ms,
         request_id = entry.request_id,
         "request"

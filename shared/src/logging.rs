@@ -394,6 +394,7 @@ mod tests {
                         &crate::metrics::Measurement {
                             route: "update-model",
                             status: 200,
+                            replayed: false,
                             latency: std::time::Duration::from_millis(3),
                             calls: crate::metrics::Calls::default(),
                             cold_start: false,

@@ -19,8 +19,11 @@ pub const DEFAULT_NAMESPACE: &str = "AgentServer";
 /// What became of a request: every status the API answers maps to one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// 200.
+    /// 200, written.
     Updated,
+    /// 200 answered from the outcome kept for an `Idempotency-Key`:
+    /// nothing written.
+    Replayed,
     /// 400, 405, 413, 415: the request's shape.
     Invalid,
     /// 401, 403.
@@ -37,8 +40,9 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Self::Updated,
+        Self::Replayed,
         Self::Invalid,
         Self::Forbidden,
         Self::NotFound,
@@ -47,7 +51,16 @@ impl Outcome {
         Self::Error,
     ];
 
-    /// The outcome of an answer with `status`.
+    /// The outcome of an answer with `status` (a replay's, [`Self::Replayed`]).
+    pub fn of(status: u16, replayed: bool) -> Self {
+        if replayed {
+            Self::Replayed
+        } else {
+            Self::of_status(status)
+        }
+    }
+
+    /// The outcome of an answer with `status` that is not a replay.
     pub fn of_status(status: u16) -> Self {
         match status {
             200 => Self::Updated,
@@ -64,6 +77,7 @@ impl Outcome {
     pub fn name(self) -> &'static str {
         match self {
             Self::Updated => "updated",
+            Self::Replayed => "replayed",
             Self::Invalid => "invalid",
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
@@ -92,6 +106,8 @@ pub struct Measurement<'a> {
     pub route: &'a str,
     /// The answer's status.
     pub status: u16,
+    /// Whether it answered a retry with a kept outcome.
+    pub replayed: bool,
     /// From arrival to answer.
     pub latency: Duration,
     /// Time in DynamoDB and KMS.
@@ -123,7 +139,7 @@ pub fn document(namespace: &str, measurement: &Measurement<'_>, timestamp_ms: i6
     root.insert("Route".into(), json!(measurement.route));
     root.insert(
         "Outcome".into(),
-        json!(Outcome::of_status(measurement.status).name()),
+        json!(Outcome::of(measurement.status, measurement.replayed).name()),
     );
     root.insert("Requests".into(), json!(1));
     root.insert("Latency".into(), json!(milliseconds(measurement.latency)));
@@ -139,6 +155,9 @@ pub fn document(namespace: &str, measurement: &Measurement<'_>, timestamp_ms: i6
         }
     }
     root.insert("status".into(), json!(measurement.status));
+    if measurement.replayed {
+        root.insert("replayed".into(), json!(true));
+    }
     root.insert(
         "_aws".into(),
         json!({
@@ -181,12 +200,15 @@ mod tests {
         ];
         for (status, outcome) in cases {
             assert_eq!(Outcome::of_status(status), outcome, "{status}");
+            assert_eq!(Outcome::of(status, false), outcome, "{status}");
         }
+        assert_eq!(Outcome::of(200, true), Outcome::Replayed);
         let names: Vec<&str> = Outcome::ALL.iter().map(|o| o.name()).collect();
         assert_eq!(
             names,
             [
                 "updated",
+                "replayed",
                 "invalid",
                 "forbidden",
                 "not_found",
@@ -202,6 +224,7 @@ mod tests {
         let measurement = Measurement {
             route: "update-api-key",
             status: 503,
+            replayed: false,
             latency: Duration::from_micros(12_345),
             calls: Calls {
                 dynamodb: None,
@@ -226,6 +249,15 @@ mod tests {
         assert_eq!(doc["ColdStart"], 1);
         assert!(doc.get("DynamoDbLatency").is_none());
         assert_eq!(doc["_aws"]["Timestamp"], 1_795_000_000_000_i64);
+        assert!(doc.get("replayed").is_none());
+        let replay = Measurement {
+            status: 200,
+            replayed: true,
+            ..measurement
+        };
+        let doc = document("AgentServer", &replay, 1_795_000_000_000);
+        assert_eq!(doc["Outcome"], "replayed");
+        assert_eq!(doc["replayed"], true);
     }
 
     #[test]

@@ -211,3 +211,32 @@ async fn an_empty_iam_arn_is_no_principal() {
         .unwrap_or_else(|| panic!("no access line: {text}"));
     assert!(line.get("principal").is_none(), "{line}");
 }
+
+#[tokio::test]
+async fn a_replay_is_marked_on_its_access_and_metrics_lines() {
+    let (logs, _guard) = capture_logs();
+    let app = memory_app(Policy::default());
+    let route = Route::Models;
+    app.store.put(route.table(), route.item(PROJECT, ID));
+    let event = Event::put(route, ID, Some(PROJECT))
+        .json(&route.full_body())
+        .header("idempotency-key", "\"replayed-once\"");
+    for _ in 0..2 {
+        let response = route.call(&app, event.request()).await;
+        assert_eq!(response.status(), 200, "{}", body_json(&response));
+    }
+    let text = logs.text();
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect();
+    let access: Vec<&Value> = lines.iter().filter(|line| line["target"] == "access").collect();
+    assert_eq!(access.len(), 2, "{text}");
+    assert!(access[0].get("replayed").is_none(), "{}", access[0]);
+    assert_eq!(access[1]["replayed"], true, "{}", access[1]);
+    let metrics: Vec<&Value> = lines.iter().filter(|line| line.get("_aws").is_some()).collect();
+    let outcomes: Vec<&str> = metrics.iter().filter_map(|m| m["Outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["updated", "replayed"], "{text}");
+    assert_eq!(metrics[1]["replayed"], true);
+    assert_eq!(metrics[1]["status"], 200);
+}

@@ -1,7 +1,7 @@
 """Usage: check_emf.py LOG [LOG ...]. Each JSON log line carrying `_aws` must fit the embedded metric format (the
 schema beside this file; each directive's dimensions string members of the root, its metrics numbers), carry an RFC
 3339 `timestamp` and a Lambda `level` (else Lambda's log-level filtering drops it), and the Outcome its status maps
-to; one per routed access line, with the same request_id. Exits non-zero on any failure or no metrics line."""
+to (`replayed` for a replay); one per routed access line, with the same request_id. Exits non-zero on any failure or no metrics line."""
 
 import datetime
 import json
@@ -36,7 +36,7 @@ def problems(document, validator):
             value = document.get(metric.get("Name"))
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 found.append(f"metric {metric.get('Name')} has no numeric value")
-    outcome = OUTCOMES.get(document.get("status"), "error")
+    outcome = "replayed" if document.get("replayed") is True else OUTCOMES.get(document.get("status"), "error")
     if document.get("Outcome") != outcome:
         found.append(f"status {document.get('status')} is outcome {outcome}, not {document.get('Outcome')}")
     return found

@@ -6,7 +6,7 @@
 //! the end. Every body read counts against one cap, and answers are read
 //! into the few typed fields a handshake needs, never into a JSON tree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -44,8 +44,8 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// The most the session's `DELETE` may take: the handshake's outcome is
 /// known by then.
 const CLOSE_BUDGET: Duration = Duration::from_millis(500);
-/// Header values shorter than this are not looked for in what the server
-/// announces (a short value is found in ordinary words).
+/// The shortest run of a credential looked for in what the server
+/// announces (a shorter one is found in ordinary words).
 const MIN_ECHOED_SECRET: usize = 8;
 
 /// Runs the handshake with the server at `endpoint`, sending `headers`
@@ -72,16 +72,40 @@ pub async fn handshake(
         let _ = tokio::time::timeout_at(close_by, session.close()).await;
     }
     let verified = outcome?;
-    // A server that repeats a header it was sent must not get it stored.
-    let echoes = |text: &str| {
-        headers
-            .values()
-            .any(|value| value.expose().len() >= MIN_ECHOED_SECRET && text.contains(value.expose()))
-    };
-    if echoes(&verified.name) || echoes(&verified.version) {
+    // A server that repeats a credential it was sent must not get it stored.
+    if repeats_a_credential(headers, &verified.name, &verified.version) {
         return Err(Failure::Protocol("serverInfo repeats a header value"));
     }
     Ok(verified)
+}
+
+/// Whether `name`, `version`, or the two run together (either way round),
+/// hold [`MIN_ECHOED_SECRET`] characters in a row of a header value's
+/// credential, in any letter case. A value's credential is each of its
+/// space-separated parts (`Bearer <credential>`: the scheme is too short to
+/// count), so an echo of the credential alone, upper-cased, or split
+/// across the two is caught, not only the whole value byte for byte.
+fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
+    let fold = |text: &str| -> Vec<char> { text.chars().flat_map(char::to_lowercase).collect() };
+    let announced = [
+        fold(&format!("{name}{version}")),
+        fold(&format!("{version}{name}")),
+    ];
+    let runs: HashSet<&[char]> = announced
+        .iter()
+        .flat_map(|text| text.windows(MIN_ECHOED_SECRET))
+        .collect();
+    if runs.is_empty() {
+        return false;
+    }
+    headers.values().any(|value| {
+        value
+            .expose()
+            .split_ascii_whitespace()
+            // Folded copies of a secret are wiped as the secret is.
+            .map(|part| zeroize::Zeroizing::new(fold(part)))
+            .any(|part| part.windows(MIN_ECHOED_SECRET).any(|run| runs.contains(run)))
+    })
 }
 
 /// One handshake's connection and what the server told it so far.
@@ -151,7 +175,8 @@ impl Session {
         let mut headers = HeaderMap::new();
         for (name, value) in record_headers {
             // A name the header rules refuse now, stored before they did,
-            // is the client's (Host, Content-Length, ...): never sent.
+            // is the HTTP or MCP client's (Host, Mcp-Session-Id, and their
+            // `_` spellings): never sent.
             if crate::rules::headers::is_forbidden_name(name) {
                 continue;
             }
@@ -164,10 +189,6 @@ impl Session {
             value.set_sensitive(true);
             headers.append(name, value);
         }
-        // The transport's own headers are the client's to send.
-        headers.remove(SESSION_ID);
-        headers.remove(PROTOCOL_VERSION);
-        headers.remove(LAST_EVENT_ID);
         let url = dialed.url();
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
@@ -574,6 +595,32 @@ async fn read_all(mut body: Incoming, left: &mut usize) -> Result<Vec<u8>, Failu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_announcement_holding_a_credential_is_refused_in_any_case_or_split() {
+        let credential = "sk-live-4f9a2b7c1d";
+        let headers = BTreeMap::from([
+            (
+                "Authorization".to_string(),
+                Secret::from(format!("Bearer {credential}").as_str()),
+            ),
+            ("X-Short".to_string(), Secret::from("abc")),
+        ]);
+        let repeats = |name: &str, version: &str| repeats_a_credential(&headers, name, version);
+        // The credential alone, upper-cased, or a run of 8 of it.
+        assert!(repeats(credential, "1.0"));
+        assert!(repeats("server", &credential.to_uppercase()));
+        assert!(repeats("srv 4F9A2B7C", "1.0"));
+        // Split across name and version, either way round.
+        assert!(repeats("sk-live-", "4f9a2b7c1d"));
+        assert!(repeats("2b7c1d", "x sk-live-4f9a"));
+        // The whole value, as before.
+        assert!(repeats(&format!("Bearer {credential}"), "1"));
+        // 7 characters of it, the scheme, a short value: ordinary words.
+        assert!(!repeats("sk-live", "1.0.0"));
+        assert!(!repeats("Bearer server", "abc abc abc"));
+        assert!(!repeats("everything-server", "2.0.0"));
+    }
 
     #[test]
     fn ids_match_as_numbers_and_nothing_else() {

@@ -26,8 +26,10 @@ pub enum HostClass {
     Public,
     /// Loopback, `localhost`, a private or shared range: allowed only by policy.
     Private,
-    /// Link-local, cloud metadata, unspecified, multicast, broadcast or
-    /// reserved: never.
+    /// Link-local, cloud metadata, unspecified, multicast, broadcast,
+    /// reserved, or any other special-purpose block that is not globally
+    /// reachable (documentation, benchmarking, IETF protocol assignments,
+    /// discard-only, ...): never.
     Forbidden,
 }
 
@@ -48,11 +50,6 @@ pub const METADATA_HOSTS: [&str; 5] = [
     "instance-data",
     "instance-data.ec2.internal",
 ];
-
-/// The Alibaba Cloud metadata service, outside every range below.
-const ALIBABA_METADATA: Ipv4Addr = Ipv4Addr::new(100, 100, 100, 200);
-/// The EC2 IPv6 service network (metadata `fd00:ec2::254`, DNS, time sync).
-const EC2_SERVICES: [u16; 4] = [0xfd00, 0x0ec2, 0, 0];
 
 /// Classifies a parsed URL host.
 pub fn classify_host(host: &Host<&str>) -> HostClass {
@@ -82,28 +79,14 @@ pub fn classify_ip(address: IpAddr) -> HostClass {
     }
 }
 
-/// The class of an IPv4 address.
+/// The class of an IPv4 address: that of the most specific row of
+/// [`SPECIAL_V4`] holding it, else public.
 pub fn classify_v4(address: Ipv4Addr) -> HostClass {
-    let [a, b, ..] = address.octets();
-    let forbidden = a == 0 // "this network", 0.0.0.0 included
-        || address.is_link_local() // 169.254/16, the metadata address among them
-        || address == ALIBABA_METADATA
-        || address.is_multicast() // 224/4
-        || a >= 240; // 240/4 reserved, 255.255.255.255 broadcast included
-    let private = address.is_loopback()
-        || address.is_private() // 10/8, 172.16/12, 192.168/16
-        || (a == 100 && (64..128).contains(&b)) // 100.64/10 shared (carrier-grade NAT)
-        || (a == 198 && (b == 18 || b == 19)); // 198.18/15 benchmarking networks
-    if forbidden {
-        HostClass::Forbidden
-    } else if private {
-        HostClass::Private
-    } else {
-        HostClass::Public
-    }
+    most_specific(&SPECIAL_V4, address.to_bits().into(), 32)
 }
 
-/// The class of an IPv6 address: its own, or that of an IPv4 address it
+/// The class of an IPv6 address: its own (that of the most specific row of
+/// [`SPECIAL_V6`] holding it, else public), or that of an IPv4 address it
 /// embeds, whichever is stricter.
 pub fn classify_v6(address: Ipv6Addr) -> HostClass {
     let embedded = embedded_v4(address)
@@ -112,23 +95,245 @@ pub fn classify_v6(address: Ipv6Addr) -> HostClass {
         .map(classify_v4)
         .max()
         .unwrap_or(HostClass::Public);
-    own_class_v6(address).max(embedded)
+    most_specific(&SPECIAL_V6, address.to_bits(), 128).max(embedded)
 }
 
-fn own_class_v6(address: Ipv6Addr) -> HostClass {
-    let segments = address.segments();
-    let link_local = segments[0] & 0xffc0 == 0xfe80;
-    let unique_local = segments[0] & 0xfe00 == 0xfc00;
-    let ec2_services = segments[..4] == EC2_SERVICES;
-    let benchmarking = segments[..3] == [0x2001, 0x0002, 0];
-    if address.is_unspecified() || address.is_multicast() || link_local || ec2_services {
-        HostClass::Forbidden
-    } else if address.is_loopback() || unique_local || benchmarking {
-        HostClass::Private
-    } else {
-        HostClass::Public
+/// The class of the most specific row holding `bits` (an address of `width` bits).
+fn most_specific(rows: &[Special], bits: u128, width: u32) -> HostClass {
+    rows.iter()
+        .filter(|row| row.holds(bits, width))
+        .max_by_key(|row| row.length)
+        .map_or(HostClass::Public, |row| row.reach.class())
+}
+
+/// How far the addresses of a special-purpose block reach, as this rule
+/// reads the registry's "Globally Reachable" column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Globally reachable: an address like any other.
+    Global,
+    /// Not globally reachable, and a network of one's own (loopback,
+    /// private use, shared): allowed only by policy.
+    Private,
+    /// Not globally reachable, or a metadata service: never.
+    Never,
+    /// An IPv6 block that leads to an IPv4 address it embeds: judged by
+    /// that address, whatever the registry says of the block.
+    Embeds,
+}
+
+impl Reach {
+    fn class(self) -> HostClass {
+        match self {
+            Self::Global | Self::Embeds => HostClass::Public,
+            Self::Private => HostClass::Private,
+            Self::Never => HostClass::Forbidden,
+        }
     }
 }
+
+/// One row: a block, the registry's name for it, how far it reaches.
+#[derive(Debug, Clone, Copy)]
+pub struct Special {
+    /// The block's first address, as bits (an IPv4 block in the low 32).
+    pub block: u128,
+    /// Its prefix length.
+    pub length: u8,
+    /// The registry's name for it (or where the row comes from).
+    pub name: &'static str,
+    /// How far it reaches.
+    pub reach: Reach,
+}
+
+impl Special {
+    fn holds(&self, bits: u128, width: u32) -> bool {
+        let shift = width - u32::from(self.length);
+        // A /0 holds everything (and a shift by the width would overflow).
+        shift >= width || bits >> shift == self.block >> shift
+    }
+}
+
+const fn v4(octets: [u8; 4], length: u8, name: &'static str, reach: Reach) -> Special {
+    let block = Ipv4Addr::new(octets[0], octets[1], octets[2], octets[3]).to_bits() as u128;
+    Special {
+        block,
+        length,
+        name,
+        reach,
+    }
+}
+
+const fn v6(segments: [u16; 8], length: u8, name: &'static str, reach: Reach) -> Special {
+    let [a, b, c, d, e, f, g, h] = segments;
+    let block = Ipv6Addr::new(a, b, c, d, e, f, g, h).to_bits();
+    Special {
+        block,
+        length,
+        name,
+        reach,
+    }
+}
+
+/// IANA's IPv4 Special-Purpose Address Registry, every row (the most
+/// specific row holding an address decides, so 192.0.0.9 reaches as far as
+/// its row says in a block that does not), then what this rule adds:
+/// multicast (IANA's multicast registry) and a metadata address in a
+/// shared range.
+pub const SPECIAL_V4: [Special; 27] = {
+    use Reach::{Global, Never, Private};
+    [
+        v4([0, 0, 0, 0], 8, "This network", Never),
+        v4([0, 0, 0, 0], 32, "This host on this network", Never),
+        v4([10, 0, 0, 0], 8, "Private-Use", Private),
+        v4([100, 64, 0, 0], 10, "Shared Address Space", Private),
+        v4([127, 0, 0, 0], 8, "Loopback", Private),
+        v4([169, 254, 0, 0], 16, "Link Local", Never),
+        v4([172, 16, 0, 0], 12, "Private-Use", Private),
+        v4([192, 0, 0, 0], 24, "IETF Protocol Assignments", Never),
+        v4([192, 0, 0, 0], 29, "IPv4 Service Continuity Prefix", Never),
+        v4([192, 0, 0, 8], 32, "IPv4 dummy address", Never),
+        v4([192, 0, 0, 9], 32, "Port Control Protocol Anycast", Global),
+        v4(
+            [192, 0, 0, 10],
+            32,
+            "Traversal Using Relays around NAT Anycast",
+            Global,
+        ),
+        v4([192, 0, 0, 170], 32, "NAT64/DNS64 Discovery", Never),
+        v4([192, 0, 0, 171], 32, "NAT64/DNS64 Discovery", Never),
+        v4([192, 0, 2, 0], 24, "Documentation (TEST-NET-1)", Never),
+        v4([192, 31, 196, 0], 24, "AS112-v4", Global),
+        v4([192, 52, 193, 0], 24, "AMT", Global),
+        // Deprecated by RFC 7526; the registry no longer states its reach.
+        v4([192, 88, 99, 0], 24, "Deprecated (6to4 Relay Anycast)", Never),
+        v4([192, 168, 0, 0], 16, "Private-Use", Private),
+        v4([192, 175, 48, 0], 24, "Direct Delegation AS112 Service", Global),
+        v4([198, 18, 0, 0], 15, "Benchmarking", Never),
+        v4([198, 51, 100, 0], 24, "Documentation (TEST-NET-2)", Never),
+        v4([203, 0, 113, 0], 24, "Documentation (TEST-NET-3)", Never),
+        v4([240, 0, 0, 0], 4, "Reserved", Never),
+        v4([255, 255, 255, 255], 32, "Limited Broadcast", Never),
+        // Not rows of the registry.
+        v4([224, 0, 0, 0], 4, "Multicast", Never),
+        v4([100, 100, 100, 200], 32, "Alibaba Cloud metadata service", Never),
+    ]
+};
+
+/// IANA's IPv6 Special-Purpose Address Registry, every row, then what this
+/// rule adds: the IPv4-compatible and IPv4-translated forms, site-local
+/// (deprecated by RFC 3879, never reassigned), multicast, and the EC2
+/// service network (its metadata service, fd00:ec2::254, among them).
+pub const SPECIAL_V6: [Special; 30] = {
+    use Reach::{Embeds, Global, Never, Private};
+    [
+        v6([0, 0, 0, 0, 0, 0, 0, 1], 128, "Loopback Address", Private),
+        v6([0, 0, 0, 0, 0, 0, 0, 0], 128, "Unspecified Address", Never),
+        v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96, "IPv4-mapped Address", Embeds),
+        v6(
+            [0x64, 0xff9b, 0, 0, 0, 0, 0, 0],
+            96,
+            "IPv4-IPv6 Translat.",
+            Embeds,
+        ),
+        v6(
+            [0x64, 0xff9b, 1, 0, 0, 0, 0, 0],
+            48,
+            "IPv4-IPv6 Translat.",
+            Embeds,
+        ),
+        v6(
+            [0x100, 0, 0, 0, 0, 0, 0, 0],
+            64,
+            "Discard-Only Address Block",
+            Never,
+        ),
+        v6([0x100, 0, 0, 1, 0, 0, 0, 0], 64, "Dummy IPv6 Prefix", Never),
+        v6(
+            [0x2001, 0, 0, 0, 0, 0, 0, 0],
+            23,
+            "IETF Protocol Assignments",
+            Never,
+        ),
+        v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, "TEREDO", Embeds),
+        v6(
+            [0x2001, 1, 0, 0, 0, 0, 0, 1],
+            128,
+            "Port Control Protocol Anycast",
+            Global,
+        ),
+        v6(
+            [0x2001, 1, 0, 0, 0, 0, 0, 2],
+            128,
+            "Traversal Using Relays around NAT Anycast",
+            Global,
+        ),
+        v6(
+            [0x2001, 1, 0, 0, 0, 0, 0, 3],
+            128,
+            "DNS-SD Service Registration Protocol Anycast",
+            Global,
+        ),
+        v6([0x2001, 2, 0, 0, 0, 0, 0, 0], 48, "Benchmarking", Never),
+        v6([0x2001, 3, 0, 0, 0, 0, 0, 0], 32, "AMT", Global),
+        v6([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48, "AS112-v6", Global),
+        v6(
+            [0x2001, 0x10, 0, 0, 0, 0, 0, 0],
+            28,
+            "Deprecated (previously ORCHID)",
+            Never,
+        ),
+        v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, "ORCHIDv2", Global),
+        v6(
+            [0x2001, 0x30, 0, 0, 0, 0, 0, 0],
+            28,
+            "Drone Remote ID Protocol Entity Tags (DETs) Prefix",
+            Global,
+        ),
+        v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, "Documentation", Never),
+        v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, "6to4", Embeds),
+        v6(
+            [0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0],
+            48,
+            "Direct Delegation AS112 Service",
+            Global,
+        ),
+        v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, "Documentation", Never),
+        v6(
+            [0x5f00, 0, 0, 0, 0, 0, 0, 0],
+            16,
+            "Segment Routing (SRv6) SIDs",
+            Never,
+        ),
+        v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "Unique-Local", Private),
+        v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "Link-Local Unicast", Never),
+        // Not rows of the registry.
+        v6(
+            [0, 0, 0, 0, 0, 0, 0, 0],
+            96,
+            "IPv4-compatible Address (deprecated)",
+            Embeds,
+        ),
+        v6(
+            [0, 0, 0, 0, 0xffff, 0, 0, 0],
+            96,
+            "IPv4-translated Address (RFC 2765)",
+            Embeds,
+        ),
+        v6(
+            [0xfec0, 0, 0, 0, 0, 0, 0, 0],
+            10,
+            "Site-Local (deprecated)",
+            Never,
+        ),
+        v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "Multicast", Never),
+        v6(
+            [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0],
+            64,
+            "EC2 service network",
+            Never,
+        ),
+    ]
+};
 
 /// The IPv4 addresses an IPv6 address leads to, by every standard
 /// embedding: at most two (Teredo names a server and a client).
@@ -234,7 +439,8 @@ pub(super) fn endpoint(path: &str, value: &Value, policy: Policy, errors: &mut F
         HostClass::Forbidden => errors.push(FieldError::new(
             path,
             "forbidden_host",
-            "must not point to a link-local, metadata, unspecified, multicast, broadcast or reserved address",
+            "must not point to a link-local, metadata, unspecified, multicast, broadcast, reserved or \
+             other special-purpose address that is not globally reachable",
         )),
     }
 }
@@ -260,7 +466,7 @@ mod tests {
             "http://example.com",
             "HTTPS://Example.COM:8443/a?b=c#d",
             "https://8.8.8.8/",
-            "https://[2001:db8::1]/mcp",
+            "https://[2606:4700:4700::1111]/mcp",
             "https://xn--nxasmq6b.example/",
         ] {
             assert!(codes(Rule::Endpoint, json!(ok)).is_empty(), "{ok}");
@@ -351,6 +557,29 @@ mod tests {
             "http://[2001:0:a9fe:a9fe::1]/",
             "http://[2001:0:4136:e378:8000:63bf:5601:5601]/",
             "http://[::ffff:100.100.100.200]/",
+            // IANA's special-purpose blocks that are not globally reachable,
+            // in the spellings the rule parses.
+            "http://192.0.0.192/",
+            "http://192.0.0.1/",
+            "http://3221225664/",
+            "http://0xc00000c0/",
+            "http://192.0.2.1/",
+            "http://198.51.100.7/",
+            "http://203.0.113.9/",
+            "http://198.18.0.1",
+            "http://198.19.255.255",
+            "http://192.88.99.1/",
+            "http://[::ffff:192.0.2.1]/",
+            "http://[64:ff9b::203.0.113.1]/",
+            "http://[2002:c000:0201::1]/",
+            "http://[2001:db8::1]/",
+            "http://[2001:DB8:FFFF::]/",
+            "http://[fec0::1]",
+            "http://[100::1]/",
+            "http://[2001:2::1]",
+            "http://[2001:100::1]/",
+            "http://[3fff::1]/",
+            "http://[5f00::1]/",
         ];
         let private = [
             "http://127.0.0.1:8080",
@@ -366,12 +595,9 @@ mod tests {
             "http://192.168.1.1",
             "http://100.64.0.1",
             "http://100.127.255.254",
-            "http://198.18.0.1",
-            "http://198.19.255.255",
             "http://[fc00::1]",
             "http://[fd12:3456::1]",
             "http://[fd00:ec3::254]",
-            "http://[2001:2::1]",
             "http://[::ffff:10.0.0.1]",
             "http://[::127.0.0.1]",
             "http://[64:ff9b::10.0.0.1]",
@@ -384,7 +610,12 @@ mod tests {
             "http://100.63.255.255",
             "http://100.128.0.1",
             "http://198.20.0.1",
-            "http://[fec0::1]",
+            "http://192.0.1.1",
+            "http://192.0.0.9",
+            "http://192.31.196.1",
+            "http://[2001:3::1]",
+            "http://[2001:1::1]",
+            "http://[2001:4860:4860::8888]",
             "http://localhost.example.com",
             "http://metadata.google.internal.example.com",
             "http://[64:ff9b::8.8.8.8]",
@@ -411,6 +642,42 @@ mod tests {
         }
         for url in public {
             assert!(codes(Rule::Endpoint, json!(url)).is_empty(), "{url}");
+        }
+    }
+
+    /// Each row of the special-purpose tables decides for the addresses it
+    /// holds that no more specific row holds: its first, last and middle.
+    #[test]
+    fn every_special_purpose_row_is_judged_by_its_reach() {
+        for (rows, width) in [(&SPECIAL_V4[..], 32u32), (&SPECIAL_V6[..], 128)] {
+            for row in rows {
+                let host_bits = width - u32::from(row.length);
+                let hosts = if host_bits == 0 {
+                    0
+                } else {
+                    u128::MAX >> (128 - host_bits)
+                };
+                for sample in [row.block, row.block | hosts, row.block | (hosts >> 1)] {
+                    let decided_elsewhere = rows
+                        .iter()
+                        .any(|other| other.length > row.length && other.holds(sample, width));
+                    if decided_elsewhere {
+                        continue;
+                    }
+                    let class = match u32::try_from(sample) {
+                        Ok(bits) if width == 32 => classify_v4(Ipv4Addr::from_bits(bits)),
+                        _ => classify_v6(Ipv6Addr::from_bits(sample)),
+                    };
+                    let expected = match row.reach {
+                        Reach::Never => HostClass::Forbidden,
+                        Reach::Private => HostClass::Private,
+                        Reach::Global => HostClass::Public,
+                        // Judged by what it embeds: elsewhere.
+                        Reach::Embeds => continue,
+                    };
+                    assert_eq!(class, expected, "{} ({sample:x})", row.name);
+                }
+            }
         }
     }
 

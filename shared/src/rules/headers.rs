@@ -52,8 +52,21 @@ pub const METADATA_HEADERS: [&str; 7] = [
     "x-aliyun-ecs-metadata-token",
     "x-aliyun-ecs-metadata-token-ttl-seconds",
 ];
+/// Header names the MCP client owns: Streamable HTTP's session and
+/// protocol version, and the event id a resumed stream carries. A stored
+/// one would be sent beside (or instead of) the client's own.
+pub const MCP_CLIENT_HEADERS: [&str; 3] = ["mcp-session-id", "mcp-protocol-version", "last-event-id"];
 /// Every name with this prefix (any case) is the client's too.
 pub const FORBIDDEN_PREFIX: &str = "proxy-";
+
+/// Every name refused whole (lowercase, `-` spelled): the HTTP client's,
+/// the metadata services', the MCP client's; [`FORBIDDEN_PREFIX`] beside them.
+pub fn refused_names() -> impl Iterator<Item = &'static str> {
+    FORBIDDEN_NAMES
+        .into_iter()
+        .chain(METADATA_HEADERS)
+        .chain(MCP_CLIENT_HEADERS)
+}
 
 /// RFC 9110 `tchar`.
 fn is_token_char(c: char) -> bool {
@@ -80,14 +93,14 @@ pub fn same_header(a: &str, b: &str) -> bool {
     a.len() == b.len() && reading(a) == reading(b)
 }
 
-/// Whether the HTTP client must own a header of this name, or it unlocks a
-/// metadata service, in any letter case and with `_` read as `-`.
+/// Whether the HTTP or MCP client must own a header of this name, or it
+/// unlocks a metadata service, in any letter case and with `_` read as `-`.
 pub fn is_forbidden_name(name: &str) -> bool {
     forbidden_reading(&reading(name))
 }
 
 fn forbidden_reading(read: &str) -> bool {
-    FORBIDDEN_NAMES.contains(&read) || METADATA_HEADERS.contains(&read) || read.starts_with(FORBIDDEN_PREFIX)
+    refused_names().any(|name| name == read) || read.starts_with(FORBIDDEN_PREFIX)
 }
 
 pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
@@ -139,7 +152,8 @@ pub(super) fn headers(path: &str, value: &Value, errors: &mut FieldErrors) {
                  Expect, HTTP2-Settings, Proxy-*) nor one that unlocks a cloud metadata service \
                  (Metadata-Flavor, Metadata, X-Google-Metadata-Request, X-aws-ec2-metadata-token, \
                  X-aws-ec2-metadata-token-ttl-seconds, X-aliyun-ecs-metadata-token, \
-                 X-aliyun-ecs-metadata-token-ttl-seconds), in any case, with _ read as -",
+                 X-aliyun-ecs-metadata-token-ttl-seconds), nor one the MCP client sets itself \
+                 (Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID), in any case, with _ read as -",
             ));
         } else if !seen.insert(read) {
             errors.push(FieldError::new(
@@ -349,9 +363,7 @@ mod tests {
 
     #[test]
     fn refused_names_are_refused_in_every_spelling_with_underscores() {
-        let refused = super::FORBIDDEN_NAMES
-            .iter()
-            .chain(&super::METADATA_HEADERS)
+        let refused = super::refused_names()
             .map(|name| name.to_string())
             .chain(["proxy-authorization".to_string(), "proxy-".to_string()]);
         for name in refused {
@@ -373,6 +385,12 @@ mod tests {
             "Transfer_Encoding",
             "Proxy_Authorization",
             "proxy_",
+            "Mcp_Session_Id",
+            "MCP_Protocol_Version",
+            "Last_Event_ID",
+            "mcp-session-id",
+            "MCP-PROTOCOL-VERSION",
+            "Last-Event-ID",
         ] {
             assert_eq!(
                 codes(Rule::Headers, json!({name: "v"})),

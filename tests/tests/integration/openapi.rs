@@ -587,7 +587,7 @@ fn the_endpoint_pattern_admits_every_endpoint_the_service_accepts() {
         "HTTPS://Example.COM:65535/a?b=c&d=%20e#f",
         "https://8.8.8.8/",
         "http://10.0.0.1:8080",
-        "https://[2001:db8::1]/mcp",
+        "https://[2606:4700:4700::1111]/mcp",
         "https://b\u{fc}cher.example/\u{e9}t\u{e9}",
         "https://xn--nxasmq6b.example/",
         "http://example.com?query",

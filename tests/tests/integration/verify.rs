@@ -305,6 +305,9 @@ async fn hostile_peers_are_refused_at_their_stage_within_the_budget() {
         (Behaviour::Silent, "http", "timeout"),
         (Behaviour::NotTls, "https", "tls"),
         (Behaviour::BadName, "http", "protocol"),
+        (Behaviour::EchoCredential, "http", "protocol"),
+        (Behaviour::EchoUpperCase, "http", "protocol"),
+        (Behaviour::EchoSplit, "http", "protocol"),
     ];
     for (behaviour, scheme, stage) in cases {
         let peer = Peer::start(behaviour).await;
@@ -335,6 +338,67 @@ async fn hostile_peers_are_refused_at_their_stage_within_the_budget() {
     )
     .await;
     assert!(!logs.text().contains("SENTINEL"));
+}
+
+#[tokio::test]
+async fn the_mcp_client_s_own_headers_are_refused_at_write_and_never_sent_from_a_stored_record() {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let base = api().await;
+    let peer = Peer::start(Behaviour::Paged).await;
+    let key = record(&peer.url("/mcp")).await;
+    let before = stored(&key).await;
+    for name in [
+        "Mcp-Session-Id",
+        "mcp_session_id",
+        "MCP_PROTOCOL_VERSION",
+        "mcp-Protocol_version",
+        "Last-Event-ID",
+        "LAST_EVENT_ID",
+    ] {
+        let reply = put(&base, &key, "", json!({"headers": {name: "s-2"}})).await;
+        assert_eq!(reply.status, 400, "{name}: {}", reply.body);
+        assert_eq!(
+            reply.body["errorDetails"]["fields"][0]["code"], "forbidden_name",
+            "{name}: {}",
+            reply.body
+        );
+    }
+    assert_eq!(stored(&key).await, before, "a refused name was written");
+    // A record stored before the rule refused them: plain headers.
+    let mut item = before.clone();
+    let legacy = [
+        ("Mcp_Session_Id", "s-evil"),
+        ("MCP_Protocol_Version", "1999-01-01"),
+        ("Last_Event_ID", "e-evil"),
+        ("X-Kept", "kept"),
+    ];
+    item.insert(
+        "headers".into(),
+        A::M(
+            legacy
+                .iter()
+                .map(|(name, value)| (name.to_string(), A::S(value.to_string())))
+                .collect(),
+        ),
+    );
+    let dynamo = integration_tests::client(&integration_tests::dynamo_local().await.endpoint);
+    integration_tests::put_item(&dynamo, agent_server_shared::Table::McpServers, item).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let heads = peer.heads();
+    assert!(heads.len() >= 3, "{heads:?}");
+    for head in &heads {
+        assert!(head.contains("x-kept: kept\r\n"), "{head}");
+        for refused in [
+            "mcp_session_id",
+            "mcp_protocol_version",
+            "last_event_id",
+            "evil",
+            "1999-01-01",
+        ] {
+            assert!(!head.contains(refused), "{refused} was sent: {head}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -480,6 +544,15 @@ enum Behaviour {
     Paged,
     /// As `Paged`, but announcing a name no display field may hold.
     BadName,
+    /// As `Paged`, but announcing the credential of the `Authorization`
+    /// it was sent (without its scheme) as its name.
+    EchoCredential,
+    /// As `Paged`, but announcing the whole `Authorization` value,
+    /// upper-cased, as its version.
+    EchoUpperCase,
+    /// As `Paged`, but announcing the credential split in two: the first
+    /// half as its name, the rest as its version.
+    EchoSplit,
     /// As `Paged`, but it ends `initialize`'s event stream after an event
     /// id and answers when the stream is resumed from it.
     Resumed,
@@ -520,17 +593,26 @@ fn scripted(
             out
         }
         "initialize" => {
-            let name = if behaviour == Behaviour::BadName {
-                "peer\u{202e}evil"
-            } else {
-                "paged-peer"
+            // The head is in lower case: an echo of it differs in case too.
+            let sent = head
+                .split("\r\n")
+                .find_map(|line| line.strip_prefix("authorization: "))
+                .unwrap_or_default();
+            let credential = sent.split_once(' ').map_or(sent, |(_, credential)| credential);
+            let (first, rest) = credential.split_at(credential.len() / 2);
+            let (name, version) = match behaviour {
+                Behaviour::BadName => ("peer\u{202e}evil".to_string(), "0.9".to_string()),
+                Behaviour::EchoCredential => (credential.to_string(), "0.9".to_string()),
+                Behaviour::EchoUpperCase => ("paged-peer".to_string(), sent.to_uppercase()),
+                Behaviour::EchoSplit => (first.to_string(), rest.to_string()),
+                _ => ("paged-peer".to_string(), "0.9".to_string()),
             };
             let capabilities = match behaviour {
                 Behaviour::NoTools => json!({"prompts": {}}),
                 _ => json!({"tools": {}}),
             };
             let result = json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
-                                "serverInfo": {"name": name, "version": "0.9"}});
+                                "serverInfo": {"name": name, "version": version}});
             let mut out = respond("200 OK", "application/json", answer(result).as_bytes());
             let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0);
             out.splice(at..at, b"\r\nmcp-session-id: s-1".iter().copied());
@@ -562,6 +644,8 @@ struct Peer {
     port: u16,
     connections: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
+    /// Every request's head, lower-cased, as it came.
+    heads: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Peer {
@@ -570,11 +654,12 @@ impl Peer {
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (seen, asked) = (connections.clone(), requests.clone());
+        let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, asked, kept) = (connections.clone(), requests.clone(), heads.clone());
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 seen.fetch_add(1, Ordering::SeqCst);
-                let asked = asked.clone();
+                let (asked, kept) = (asked.clone(), kept.clone());
                 tokio::spawn(async move {
                     if behaviour == Behaviour::NotTls {
                         let _ = stream
@@ -586,6 +671,7 @@ impl Peer {
                         return;
                     };
                     asked.fetch_add(1, Ordering::SeqCst);
+                    kept.lock().unwrap().push(head_text.clone());
                     let respond = |status: &str, kind: &str, body: &[u8]| {
                         let mut out = format!(
                             "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
@@ -615,7 +701,13 @@ impl Peer {
                             return;
                         }
                         Behaviour::NotTls => return,
-                        Behaviour::Paged | Behaviour::BadName | Behaviour::Resumed | Behaviour::NoTools => {
+                        Behaviour::Paged
+                        | Behaviour::BadName
+                        | Behaviour::EchoCredential
+                        | Behaviour::EchoUpperCase
+                        | Behaviour::EchoSplit
+                        | Behaviour::Resumed
+                        | Behaviour::NoTools => {
                             scripted(behaviour, &head_text, &body, respond)
                         }
                         Behaviour::Silent => {
@@ -631,6 +723,7 @@ impl Peer {
             port,
             connections,
             requests,
+            heads,
         }
     }
 
@@ -644,5 +737,9 @@ impl Peer {
 
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
     }
 }

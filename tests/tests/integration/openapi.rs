@@ -399,7 +399,7 @@ fn parameters_state_their_value_rules_at_every_depth() {
 /// case, `_` for `-`).
 #[test]
 fn headers_exclude_the_names_the_client_owns() {
-    use agent_server_shared::rules::headers::{FORBIDDEN_NAMES, FORBIDDEN_PREFIX, METADATA_HEADERS};
+    use agent_server_shared::rules::headers::{FORBIDDEN_PREFIX, refused_names};
     // Any letter case, and `_` wherever the name has `-`: a server reads
     // both as one character.
     let any_case = |name: &str| -> String {
@@ -413,11 +413,7 @@ fn headers_exclude_the_names_the_client_owns() {
             })
             .collect()
     };
-    let mut names: Vec<String> = FORBIDDEN_NAMES
-        .iter()
-        .chain(&METADATA_HEADERS)
-        .map(|n| any_case(n))
-        .collect();
+    let mut names: Vec<String> = refused_names().map(any_case).collect();
     names.push(format!("{}.*", any_case(FORBIDDEN_PREFIX)));
     let doc = document();
     let headers = schema(&doc, "Headers");

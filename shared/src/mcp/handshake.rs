@@ -79,33 +79,79 @@ pub async fn handshake(
     Ok(verified)
 }
 
-/// Whether `name`, `version`, or the two run together (either way round),
-/// hold [`MIN_ECHOED_SECRET`] characters in a row of a header value's
-/// credential, in any letter case. A value's credential is each of its
-/// space-separated parts (`Bearer <credential>`: the scheme is too short to
-/// count), so an echo of the credential alone, upper-cased, or split
-/// across the two is caught, not only the whole value byte for byte.
+/// Whether `name` and `version` hold [`MIN_ECHOED_SECRET`] letters and
+/// digits in a row of a header value's credential: in either, or across
+/// the two, either way round, forwards or backwards, whatever the case,
+/// separators or percent-encoding ([`comparable`]). A value's credentials
+/// are each of its parts (split at spaces and commas: `Bearer`'s token
+/// alone counts), and for one that is base64 (`Basic`), the text it
+/// decodes to and each `:`-separated piece of it (the password alone).
+/// A best effort against a server that echoes what it was sent: a
+/// credential shorter than the run, or an echo transformed otherwise,
+/// is not found.
 fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
-    let fold = |text: &str| -> Vec<char> { text.chars().flat_map(char::to_lowercase).collect() };
-    let announced = [
-        fold(&format!("{name}{version}")),
-        fold(&format!("{version}{name}")),
-    ];
-    let runs: HashSet<&[char]> = announced
+    let (name, version) = (comparable(name), comparable(version));
+    let together = [name.as_slice(), version.as_slice()].concat();
+    let other_way = [version.as_slice(), name.as_slice()].concat();
+    let backwards: Vec<Vec<char>> = [&together, &other_way]
         .iter()
+        .map(|text| text.iter().rev().copied().collect())
+        .collect();
+    let runs: HashSet<&[char]> = [&together, &other_way]
+        .into_iter()
+        .chain(&backwards)
         .flat_map(|text| text.windows(MIN_ECHOED_SECRET))
         .collect();
     if runs.is_empty() {
         return false;
     }
     headers.values().any(|value| {
-        value
-            .expose()
-            .split_ascii_whitespace()
-            // Folded copies of a secret are wiped as the secret is.
-            .map(|part| zeroize::Zeroizing::new(fold(part)))
-            .any(|part| part.windows(MIN_ECHOED_SECRET).any(|run| runs.contains(run)))
+        credentials(value.expose()).iter().any(|credential| {
+            credential
+                .windows(MIN_ECHOED_SECRET)
+                .any(|run| runs.contains(run))
+        })
     })
+}
+
+/// The credentials a header value may carry, each [`comparable`] (and
+/// wiped when dropped, as the secret is).
+fn credentials(value: &str) -> Vec<zeroize::Zeroizing<Vec<char>>> {
+    use base64::Engine as _;
+    let mut found = Vec::new();
+    for part in value.split(|c: char| c.is_ascii_whitespace() || c == ',') {
+        found.push(zeroize::Zeroizing::new(comparable(part)));
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(part) else {
+            continue;
+        };
+        let decoded = zeroize::Zeroizing::new(decoded);
+        if let Ok(text) = std::str::from_utf8(&decoded) {
+            found.push(zeroize::Zeroizing::new(comparable(text)));
+            found.extend(
+                text.split(':')
+                    .map(|piece| zeroize::Zeroizing::new(comparable(piece))),
+            );
+        }
+    }
+    found
+}
+
+/// `text` as the echo check compares it: percent-decoded, fullwidth forms
+/// read as ASCII, case-folded (upper then lower, so `ſ` meets `s`), and
+/// only its letters and digits kept, so separators, case and encoding hide
+/// no run.
+fn comparable(text: &str) -> Vec<char> {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .chars()
+        .map(|c| match c {
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
+            c => c,
+        })
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .filter(|c| c.is_alphanumeric())
+        .collect()
 }
 
 /// One handshake's connection and what the server told it so far.
@@ -598,12 +644,19 @@ mod tests {
 
     #[test]
     fn an_announcement_holding_a_credential_is_refused_in_any_case_or_split() {
+        use base64::Engine as _;
         let credential = "sk-live-4f9a2b7c1d";
+        let basic = base64::engine::general_purpose::STANDARD.encode("agent:s3cr3t-pa55word");
         let headers = BTreeMap::from([
             (
                 "Authorization".to_string(),
                 Secret::from(format!("Bearer {credential}").as_str()),
             ),
+            (
+                "Proxy-Authorization".to_string(),
+                Secret::from(format!("Basic {basic}").as_str()),
+            ),
+            ("X-Task".to_string(), Secret::from("tasks-token-99")),
             ("X-Short".to_string(), Secret::from("abc")),
         ]);
         let repeats = |name: &str, version: &str| repeats_a_credential(&headers, name, version);
@@ -611,14 +664,27 @@ mod tests {
         assert!(repeats(credential, "1.0"));
         assert!(repeats("server", &credential.to_uppercase()));
         assert!(repeats("srv 4F9A2B7C", "1.0"));
-        // Split across name and version, either way round.
-        assert!(repeats("sk-live-", "4f9a2b7c1d"));
-        assert!(repeats("2b7c1d", "x sk-live-4f9a"));
+        // Split across name and version, at most 7 in each, either way round.
+        assert!(repeats("ve-4f9a", "2b7c1d"));
+        assert!(repeats("2b7c1d", "ve-4f9a"));
+        // Separators, reversal, fullwidth forms, percent-encoding, long s.
+        assert!(repeats("4f9a-2b7c-1d", "1"));
+        assert!(repeats("4f-9a-2b-7c", "1"));
+        assert!(repeats(&credential.chars().rev().collect::<String>(), "1"));
+        assert!(repeats(
+            "\u{FF14}\u{FF46}\u{FF19}\u{FF41}\u{FF12}\u{FF42}\u{FF17}\u{FF43}",
+            "1"
+        ));
+        assert!(repeats("%73%6B%2D%6C%69%76%65%34%66%39%61", "1"));
+        assert!(repeats("ta\u{17F}kstoken", "1"));
+        // Basic: the password it encodes, alone.
+        assert!(repeats("s3cr3t-pa55word", "1"));
+        assert!(repeats("server", "pa55word"));
         // The whole value, as before.
         assert!(repeats(&format!("Bearer {credential}"), "1"));
-        // 7 characters of it, the scheme, a short value: ordinary words.
+        // 7 of it, the scheme, a short value, ordinary words: not found.
         assert!(!repeats("sk-live", "1.0.0"));
-        assert!(!repeats("Bearer server", "abc abc abc"));
+        assert!(!repeats("Bearer Basic server", "abc abc abc"));
         assert!(!repeats("everything-server", "2.0.0"));
     }
 

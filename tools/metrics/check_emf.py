@@ -36,6 +36,8 @@ def problems(document, validator):
             value = document.get(metric.get("Name"))
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 found.append(f"metric {metric.get('Name')} has no numeric value")
+    if "replayed" in document and (document["replayed"] is not True or document.get("status") != 200):
+        found.append(f"replayed is {document['replayed']!r} on a {document.get('status')}: only a 200 replays")
     outcome = "replayed" if document.get("replayed") is True else OUTCOMES.get(document.get("status"), "error")
     if document.get("Outcome") != outcome:
         found.append(f"status {document.get('status')} is outcome {outcome}, not {document.get('Outcome')}")
@@ -46,6 +48,7 @@ def main(paths):
     schema = json.loads((pathlib.Path(__file__).parent / "emf.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     passed, failed, access_ids, metric_ids = 0, 0, [], []
+    replays = {}  # request_id -> whether its access line and its metrics line say replayed
     for path in paths:
         for line in pathlib.Path(path).read_text(errors="replace").splitlines():
             try:
@@ -57,8 +60,10 @@ def main(paths):
             route = document.get("route", "")
             if document.get("target") == "access" and route.startswith("/api/agent-server/") and "{id}" in route:
                 access_ids.append(document.get("request_id"))
+                replays.setdefault(document.get("request_id"), []).append(document.get("replayed") is True)
             if "_aws" in document:
                 metric_ids.append(document.get("request_id"))
+                replays.setdefault(document.get("request_id"), []).append(document.get("replayed") is True)
                 found = problems(document, validator)
                 passed, failed = passed + (not found), failed + bool(found)
                 if found:
@@ -66,6 +71,10 @@ def main(paths):
     if sorted(access_ids) != sorted(metric_ids):
         failed += 1
         print(f"FAIL: {len(access_ids)} routed access lines but {len(metric_ids)} metrics lines, or their ids differ")
+    disagree = [request_id for request_id, said in replays.items() if len(set(said)) > 1]
+    if disagree:
+        failed += 1
+        print(f"FAIL: the access and metrics lines of {disagree[:5]} disagree on replayed")
     print(f"emf: {passed} passed, {failed} failed")
     return 1 if failed or passed == 0 else 0
 

@@ -645,6 +645,77 @@ mod tests {
         }
     }
 
+    /// One address of each row of the registries (and of the blocks this
+    /// rule adds), with the class the API gives it, written out here
+    /// rather than read from the tables.
+    #[test]
+    fn one_address_of_each_registry_row_has_its_class() {
+        use HostClass::{Forbidden as F, Private as P, Public as G};
+        let cases = [
+            ("0.1.2.3", F),
+            ("0.0.0.0", F),
+            ("10.9.8.7", P),
+            ("100.64.1.1", P),
+            ("127.0.0.2", P),
+            ("169.254.1.1", F),
+            ("172.20.0.1", P),
+            ("192.0.0.200", F),
+            ("192.0.0.5", F),
+            ("192.0.0.8", F),
+            ("192.0.0.9", G),
+            ("192.0.0.10", G),
+            ("192.0.0.170", F),
+            ("192.0.0.171", F),
+            ("192.0.2.200", F),
+            ("192.31.196.1", G),
+            ("192.52.193.1", G),
+            ("192.88.99.1", F),
+            ("192.168.7.7", P),
+            ("192.175.48.1", G),
+            ("198.19.0.1", F),
+            ("198.51.100.200", F),
+            ("203.0.113.200", F),
+            ("250.0.0.1", F),
+            ("255.255.255.255", F),
+            ("224.1.1.1", F),
+            ("100.100.100.200", F),
+            ("8.8.8.8", G),
+            ("::1", P),
+            ("::", F),
+            ("::ffff:8.8.8.8", G),
+            ("64:ff9b::8.8.8.8", G),
+            ("100::1", F),
+            ("100:0:0:1::1", F),
+            ("2001:100::1", F),
+            ("2001:0:808:808::f7f7:f7f7", G),
+            ("2001:1::1", G),
+            ("2001:1::2", G),
+            ("2001:1::3", G),
+            ("2001:1::4", F),
+            ("2001:2::5", F),
+            ("2001:3::1", G),
+            ("2001:4:112::1", G),
+            ("2001:10::1", F),
+            ("2001:20::1", G),
+            ("2001:30::1", G),
+            ("2001:db8:1::1", F),
+            ("2002:808:808::1", G),
+            ("2620:4f:8000::1", G),
+            ("3fff:fff::1", F),
+            ("5f00:1::1", F),
+            ("fd12::1", P),
+            ("fe80::2", F),
+            ("fec0::2", F),
+            ("ff05::1", F),
+            ("fd00:ec2::254", F),
+            ("2606:4700::1", G),
+        ];
+        for (address, class) in cases {
+            let parsed: IpAddr = address.parse().unwrap_or_else(|e| panic!("{address}: {e}"));
+            assert_eq!(classify_ip(parsed), class, "{address}");
+        }
+    }
+
     /// Each row of the special-purpose tables decides for the addresses it
     /// holds that no more specific row holds: its first, last and middle.
     #[test]

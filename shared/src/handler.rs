@@ -65,7 +65,13 @@ pub async fn serve<R: Resource, S: Store>(
                 .catch_unwind()
                 .await;
                 match handled {
-                    Ok(Ok((record, version, written, replayed))) => {
+                    Ok(Ok(answered)) => {
+                        let Answered {
+                            record,
+                            version,
+                            written,
+                            replayed,
+                        } = answered;
                         let mut response =
                             envelope::success(R::UPDATED, record, &version, written.as_deref());
                         if replayed {
@@ -133,12 +139,22 @@ impl Default for Seen<'_> {
     }
 }
 
+/// What an update answers with: the record, its version (the `ETag`),
+/// when it was written (`Last-Modified`), and whether it is a replay.
+struct Answered<R> {
+    record: R,
+    version: String,
+    written: Option<String>,
+    replayed: bool,
+}
+
+/// Extract, authorize, validate, then one run of the write pipeline.
 async fn apply<R: Resource, S: Store>(
     app: &App<S>,
     caller: &Caller,
     request: &Request,
     seen: &mut Seen<'_>,
-) -> Result<(R, String, Option<String>, bool), ApiError> {
+) -> Result<Answered<R>, ApiError> {
     // The record's key first (400), then who may change it (403) whatever
     // the request holds, so a caller without a grant learns nothing of the
     // body rules; then the rest of the request (400, 413, 415). A request
@@ -157,7 +173,18 @@ async fn apply<R: Resource, S: Store>(
     // deadline (a handshake's time on top when verifying); nothing reaches
     // the table unless every secret was sealed.
     let deadline = Budget::deadline_of(request.context());
-    let context = writes::Context {
+    // A keyed write keeps its outcome, and a retry of it answers that.
+    // A key is its caller's: a caller with no name can own none.
+    let keyed = match (idempotency_key, crate::auth::identity(request)) {
+        (None, _) => None,
+        (Some(_), None) => return Err(idempotency::unnamed_caller()),
+        (Some(idempotency_key), Some(identity)) => Some(writes::Keyed {
+            kept_key: idempotency::kept_key(R::FUNCTION, &identity, R::ROUTE, &key, &idempotency_key),
+            fingerprint: idempotency::fingerprint(request, R::ROUTE, &key, verify),
+            published: crate::logging::escaped(idempotency_key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
+        }),
+    };
+    let intent = writes::Intent {
         key,
         preconditions,
         principal: caller.principal.clone(),
@@ -167,17 +194,7 @@ async fn apply<R: Resource, S: Store>(
             Budget::start(deadline)
         },
         verify,
-    };
-    // A keyed write keeps its outcome, and a retry of it answers that.
-    // A key is its caller's: a caller with no name can own none.
-    let keyed = match (idempotency_key, crate::auth::identity(request)) {
-        (None, _) => None,
-        (Some(_), None) => return Err(idempotency::unnamed_caller()),
-        (Some(key), Some(identity)) => Some(writes::Keyed {
-            kept_key: idempotency::kept_key(R::FUNCTION, &identity, R::ROUTE, &context.key, &key),
-            fingerprint: idempotency::fingerprint(request, R::ROUTE, &context.key, verify),
-            published: crate::logging::escaped(key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
-        }),
+        keyed,
     };
     let patch;
     let write = match kind {
@@ -199,18 +216,19 @@ async fn apply<R: Resource, S: Store>(
             }
         }
     };
-    let calls = &mut seen.calls;
-    let (item, replayed) = match keyed {
-        Some(keyed) => {
-            let outcome = writes::keyed::<R, S>(app, &context, &keyed, write, calls).await?;
-            (outcome.item, outcome.replayed)
-        }
-        None => (writes::write::<R, S>(app, &context, write, calls).await?, false),
-    };
+    let (outcome, calls) = writes::Pipeline::<R, S>::new(app, intent).run(write).await;
+    seen.calls = calls;
+    let writes::Outcome { item, replayed } = outcome?;
     let written = item::string(&item, "updated_at").ok().flatten();
-    let stored =
-        item::version_tag(&item).and_then(|version| Ok((R::from_item(&item)?, version, written, replayed)));
-    stored.map_err(|error| {
+    let answered = item::version_tag(&item).and_then(|version| {
+        Ok(Answered {
+            record: R::from_item(&item)?,
+            version,
+            written,
+            replayed,
+        })
+    });
+    answered.map_err(|error| {
         tracing::error!(%error, "stored item is malformed");
         ApiError::Internal
     })

@@ -14,7 +14,7 @@ use aws_sdk_kms::types::DataKeySpec;
 use zeroize::Zeroizing;
 
 use super::values::DataKey;
-use super::{Context, SealError};
+use super::{EncryptionContext, SealError};
 use crate::budget::{self, Failure, TIME_BUDGET};
 
 /// KMS's own error codes that mean "try again later" and that the SDK does
@@ -52,9 +52,9 @@ impl std::fmt::Debug for KmsSealer {
 /// A call's answer, boxed behind its pointer.
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, SealError>> + Send + 'a>>;
 
-type Encrypt = for<'a> fn(&'a KmsSealer, Context<'a>, &'a [u8], Duration) -> Call<'a, Vec<u8>>;
-type GenerateDataKey = for<'a> fn(&'a KmsSealer, Context<'a>, Duration) -> Call<'a, DataKey>;
-type Decrypt = for<'a> fn(&'a KmsSealer, &'a [u8], Context<'a>, Duration) -> Call<'a, DataKey>;
+type Encrypt = for<'a> fn(&'a KmsSealer, EncryptionContext<'a>, &'a [u8], Duration) -> Call<'a, Vec<u8>>;
+type GenerateDataKey = for<'a> fn(&'a KmsSealer, EncryptionContext<'a>, Duration) -> Call<'a, DataKey>;
+type Decrypt = for<'a> fn(&'a KmsSealer, &'a [u8], EncryptionContext<'a>, Duration) -> Call<'a, DataKey>;
 type DescribeKey = for<'a> fn(&'a KmsSealer, Duration) -> Call<'a, ()>;
 
 /// The KMS calls, as pointers ([`KmsSealer::calls`]).
@@ -101,7 +101,7 @@ impl KmsSealer {
     /// Encrypts `plaintext` under `context`.
     pub async fn seal(
         &self,
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         plaintext: &[u8],
         budget: Duration,
     ) -> Result<Vec<u8>, SealError> {
@@ -109,7 +109,11 @@ impl KmsSealer {
     }
 
     /// A new AES-256 data key bound to `context` (`GenerateDataKey`).
-    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+    pub async fn new_data_key(
+        &self,
+        context: EncryptionContext<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
         (self.calls.new_data_key)(self, context, budget).await
     }
 
@@ -118,7 +122,7 @@ impl KmsSealer {
     pub async fn open_data_key(
         &self,
         sealed: &[u8],
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         budget: Duration,
     ) -> Result<DataKey, SealError> {
         (self.calls.open_data_key)(self, sealed, context, budget).await
@@ -133,7 +137,7 @@ impl KmsSealer {
 
     async fn encrypt(
         &self,
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         plaintext: &[u8],
         budget: Duration,
     ) -> Result<Vec<u8>, SealError> {
@@ -154,7 +158,11 @@ impl KmsSealer {
             .ok_or_else(|| SealError::Refused("Encrypt returned no ciphertext".into()))
     }
 
-    async fn generate_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+    async fn generate_data_key(
+        &self,
+        context: EncryptionContext<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
         let output = self
             .client
             .generate_data_key()
@@ -177,7 +185,7 @@ impl KmsSealer {
     async fn decrypt(
         &self,
         sealed: &[u8],
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         budget: Duration,
     ) -> Result<DataKey, SealError> {
         let output = self
@@ -211,7 +219,7 @@ impl KmsSealer {
 }
 
 /// An encryption context as the SDK takes it.
-fn owned(context: Context<'_>) -> std::collections::HashMap<String, String> {
+fn owned(context: EncryptionContext<'_>) -> std::collections::HashMap<String, String> {
     context
         .iter()
         .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))

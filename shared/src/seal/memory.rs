@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use zeroize::Zeroizing;
 
 use super::values::{DataKey, KEY_BYTES};
-use super::{Context, SealError};
+use super::{EncryptionContext, SealError};
 
 /// What every memory-sealed value starts with.
 const MARK: &[u8] = b"memory-sealed:";
@@ -50,14 +50,18 @@ impl MemorySealer {
         failure.map_or(Ok(()), Err)
     }
 
-    pub(super) fn seal(&self, context: Context<'_>, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+    pub(super) fn seal(
+        &self,
+        context: EncryptionContext<'_>,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
         self.call()?;
         let mut sealed = [MARK, header(context).as_bytes()].concat();
         sealed.extend(plaintext.iter().map(|byte| byte ^ 0xA5));
         Ok(sealed)
     }
 
-    pub(super) fn new_data_key(&self, context: Context<'_>) -> Result<DataKey, SealError> {
+    pub(super) fn new_data_key(&self, context: EncryptionContext<'_>) -> Result<DataKey, SealError> {
         self.call()?;
         let mut plaintext = Zeroizing::new(vec![0; KEY_BYTES]);
         aws_lc_rs::rand::fill(&mut plaintext).map_err(|_| SealError::Refused("no random key".into()))?;
@@ -66,7 +70,11 @@ impl MemorySealer {
         DataKey::new(plaintext, sealed).map_err(|error| SealError::Refused(error.to_string()))
     }
 
-    pub(super) fn open_data_key(&self, sealed: &[u8], context: Context<'_>) -> Result<DataKey, SealError> {
+    pub(super) fn open_data_key(
+        &self,
+        sealed: &[u8],
+        context: EncryptionContext<'_>,
+    ) -> Result<DataKey, SealError> {
         self.call()?;
         let plaintext = Self::unseal(context, sealed)
             .ok_or_else(|| SealError::Refused("InvalidCiphertextException".into()))?;
@@ -76,14 +84,14 @@ impl MemorySealer {
 
     /// The value `sealed` holds if it was sealed under `context`; `None`
     /// for any other context, as KMS's `Decrypt` refuses.
-    pub fn unseal(context: Context<'_>, sealed: &[u8]) -> Option<Vec<u8>> {
+    pub fn unseal(context: EncryptionContext<'_>, sealed: &[u8]) -> Option<Vec<u8>> {
         let rest = sealed.strip_prefix(MARK)?;
         let masked = rest.strip_prefix(header(context).as_bytes())?;
         Some(masked.iter().map(|byte| byte ^ 0xA5).collect())
     }
 }
 
-fn header(context: Context<'_>) -> String {
+fn header(context: EncryptionContext<'_>) -> String {
     let mut header = String::new();
     for (key, value) in context {
         header.push_str(&format!("{key}={value};"));

@@ -8,6 +8,7 @@
 mod kms;
 #[cfg(feature = "memory-store")]
 mod memory;
+pub mod session;
 pub mod values;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,8 +20,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 pub use kms::KmsSealer;
 #[cfg(feature = "memory-store")]
 pub use memory::MemorySealer;
+pub use session::{Session, Unopened, values_field};
 
-use crate::budget::TIME_BUDGET;
+use crate::budget::Budget;
 use crate::config::ConfigError;
 use crate::item::Item;
 use crate::patch::{Patch, Written, into_attributes};
@@ -34,7 +36,7 @@ pub use values::DataKey;
 pub const KEY_ID_VAR: &str = "SECRETS_KEY_ID";
 
 /// A KMS encryption context: pairs in the order they are documented.
-pub type Context<'a> = &'a [(&'static str, &'a str)];
+pub type EncryptionContext<'a> = &'a [(&'static str, &'a str)];
 
 /// The encryption context a sealed `field` of the record `key` is bound to
 /// (the whole secret, or the record's data key for the field): the field,
@@ -93,7 +95,7 @@ impl Sealer {
     /// ciphertext to store.
     pub async fn seal(
         &self,
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         plaintext: &[u8],
         budget: Duration,
     ) -> Result<Vec<u8>, SealError> {
@@ -105,7 +107,11 @@ impl Sealer {
     }
 
     /// A new data key bound to `context`, within `budget`.
-    pub async fn new_data_key(&self, context: Context<'_>, budget: Duration) -> Result<DataKey, SealError> {
+    pub async fn new_data_key(
+        &self,
+        context: EncryptionContext<'_>,
+        budget: Duration,
+    ) -> Result<DataKey, SealError> {
         match self {
             Self::Kms(kms) => kms.new_data_key(context, budget).await,
             #[cfg(feature = "memory-store")]
@@ -117,7 +123,7 @@ impl Sealer {
     pub async fn open_data_key(
         &self,
         sealed: &[u8],
-        context: Context<'_>,
+        context: EncryptionContext<'_>,
         budget: Duration,
     ) -> Result<DataKey, SealError> {
         match self {
@@ -126,67 +132,6 @@ impl Sealer {
             Self::Memory(memory) => memory.open_data_key(sealed, context),
         }
     }
-}
-
-/// What sealing a request's values did, for the write and the answer.
-#[derive(Debug, Default)]
-pub struct Sealed {
-    /// Whether KMS was called.
-    pub called_kms: bool,
-    /// The record's new data key, open, where the write stores values
-    /// sealed under it: what opens the written item's values for the answer.
-    pub data_key: Option<DataKey>,
-}
-
-/// Seals, in place, every secret value `set` holds for the record `key` of
-/// a kind with `fields`: a whole secret's text becomes its KMS ciphertext
-/// (B); a map of sealed values (`headers`) becomes the same names with each
-/// value sealed under a new data key, which joins `set` (sealed by KMS) in
-/// its own attribute. A map set empty, or removed (in `remove`), takes its
-/// data key's attribute with it. A record kind seals at most one field, so
-/// this is at most one KMS call, and none when `set` holds no secret.
-/// `budget` bounds the call.
-pub async fn seal_request(
-    sealer: Option<&Sealer>,
-    fields: &[Field],
-    key: &Key,
-    set: &mut Patch,
-    remove: &mut Vec<&'static str>,
-    budget: Duration,
-) -> Result<Sealed, SealError> {
-    let mut sealed = Sealed::default();
-    for field in fields {
-        match field.sealing() {
-            None => {}
-            Some(Sealing::Whole) => {
-                let Some((_, value)) = set.iter_mut().find(|(name, _)| *name == field.name) else {
-                    continue;
-                };
-                let Written::Secret(plaintext) = &*value else {
-                    continue;
-                };
-                let sealer = sealer.ok_or(SealError::NotConfigured)?;
-                sealed.called_kms = true;
-                let ciphertext = sealer
-                    .seal(&context(field.name, key), plaintext.expose().as_bytes(), budget)
-                    .await?;
-                *value = Written::Plain(AttributeValue::B(Blob::new(ciphertext)));
-            }
-            Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
-                ValuesWrite::Seal => {
-                    let sealer = sealer.ok_or(SealError::NotConfigured)?;
-                    sealed.called_kms = true;
-                    let data_key = sealer.new_data_key(&context(field.name, key), budget).await?;
-                    seal_values(&data_key, field.name, attribute, key, set)?;
-                    sealed.data_key = Some(data_key);
-                }
-                ValuesWrite::Clear => remove.push(attribute),
-                // Not set: the stored values stay as they are, under their key.
-                ValuesWrite::Keep => {}
-            },
-        }
-    }
-    Ok(sealed)
 }
 
 /// What a write's `set` and `remove` do to a map of sealed values.
@@ -242,27 +187,6 @@ pub fn seal_values(
         Written::Plain(AttributeValue::B(Blob::new(data_key.sealed().to_vec()))),
     ));
     Ok(())
-}
-
-/// Opens the data key `stored` holds in `key_use`'s attribute (the item as
-/// a refused write found it), for the record `key`'s `field`, within
-/// `budget`: one KMS `Decrypt`. `None` if it holds none.
-pub async fn open_stored_key(
-    sealer: Option<&Sealer>,
-    field: &str,
-    attribute: &str,
-    key: &Key,
-    stored: &Item,
-    budget: Duration,
-) -> Result<Option<DataKey>, SealError> {
-    let Some(AttributeValue::B(sealed)) = stored.get(attribute) else {
-        return Ok(None);
-    };
-    let sealer = sealer.ok_or(SealError::NotConfigured)?;
-    sealer
-        .open_data_key(sealed.as_ref(), &context(field, key), budget)
-        .await
-        .map(Some)
 }
 
 /// Why a stored item's sealed values could not be shown: a stored item
@@ -363,7 +287,7 @@ pub fn open_item(
 pub async fn seal_stored(
     sealer: &Sealer,
     table: crate::records::Table,
-    fields: &[Field],
+    fields: &'static [Field],
     item: &mut Item,
 ) -> Result<Vec<&'static str>, SealError> {
     let Some(key) = Key::of_item(table, item) else {
@@ -389,15 +313,9 @@ pub async fn seal_stored(
     }
     let names = plain.iter().map(|(name, _)| *name).collect();
     // The new data key joins `plain` in its own attribute.
-    seal_request(
-        Some(sealer),
-        fields,
-        &key,
-        &mut plain,
-        &mut Vec::new(),
-        TIME_BUDGET,
-    )
-    .await?;
+    Session::new(Some(sealer), fields, key, Budget::start(None))
+        .seal(&mut plain, &mut Vec::new())
+        .await?;
     for (name, value) in into_attributes(plain)
         .map_err(|error| SealError::Refused(error.to_string()))?
         .iter()
@@ -413,8 +331,7 @@ pub async fn seal_stored(
 /// beside it ([`seal_values`]). Whether `from` held such a map.
 pub fn seal_text_values(
     data_key: &DataKey,
-    field: &'static str,
-    attribute: &'static str,
+    (field, attribute): (&'static str, &'static str),
     key: &Key,
     from: &Item,
     into: &mut Item,
@@ -461,31 +378,24 @@ pub fn has_earlier_layout(members: &HashMap<String, AttributeValue>) -> bool {
 pub async fn reseal_stored(
     sealer: &Sealer,
     table: crate::records::Table,
-    fields: &[Field],
+    fields: &'static [Field],
     item: &mut Item,
 ) -> Result<Vec<&'static str>, SealError> {
-    let Some(key) = Key::of_item(table, item) else {
+    let (Some(key), Some((field, attribute))) = (Key::of_item(table, item), values_field(fields)) else {
         return Ok(Vec::new());
     };
-    let mut names = Vec::new();
-    for field in fields {
-        let Some(Sealing::Values { key: attribute }) = field.sealing() else {
-            continue;
-        };
-        if !matches!(item.get(field.name), Some(AttributeValue::M(members)) if has_earlier_layout(members)) {
-            continue;
-        }
-        let Some(data_key) =
-            open_stored_key(Some(sealer), field.name, attribute, &key, item, TIME_BUDGET).await?
-        else {
-            continue;
-        };
-        let mut opened = item.clone();
-        open_item(fields, &key, &mut opened, Some(&data_key))
-            .map_err(|error| SealError::Refused(error.to_string()))?;
-        if seal_text_values(&data_key, field.name, attribute, &key, &opened, item)? {
-            names.push(field.name);
-        }
+    let earlier = matches!(item.get(field), Some(AttributeValue::M(members)) if has_earlier_layout(members));
+    if !earlier || !matches!(item.get(attribute), Some(AttributeValue::B(_))) {
+        return Ok(Vec::new());
     }
-    Ok(names)
+    let mut session = Session::new(Some(sealer), fields, key, Budget::start(None));
+    let opened = session.open(item).await.map_err(|error| match error {
+        Unopened::Seal(error) => error,
+        error => SealError::Refused(error.to_string()),
+    })?;
+    Ok(if session.reseal(&opened, item)? {
+        vec![field]
+    } else {
+        Vec::new()
+    })
 }

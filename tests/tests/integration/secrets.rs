@@ -271,17 +271,14 @@ async fn no_structure_that_holds_a_secret_shows_it() {
     // Sealing: the outcome, its data key, and the errors.
     let sealer = integration_tests::memory_sealer();
     let mut to_seal = mcp_set.clone();
-    let sealed = seal::seal_request(
+    let mut session = seal::Session::new(
         Some(&sealer),
         McpServer::FIELDS,
-        &key,
-        &mut to_seal,
-        &mut Vec::new(),
-        agent_server_shared::budget::TIME_BUDGET,
-    )
-    .await
-    .unwrap();
-    shown.push(format!("{sealed:?} {to_seal:?}"));
+        key.clone(),
+        agent_server_shared::budget::Budget::start(None),
+    );
+    session.seal(&mut to_seal, &mut Vec::new()).await.unwrap();
+    shown.push(format!("{to_seal:?}"));
     shown.push(format!("{:?}", SealError::NotConfigured));
 
     for text in &shown {

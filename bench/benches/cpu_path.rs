@@ -101,7 +101,7 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
         let text = body.to_string();
         let path = R::ROUTE.replace("{id}", "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f");
         let event = event(R::ROUTE, &path, scoped, &text);
-        let check = runtime.block_on(agent_server_shared::update_record::<R, Stub>(
+        let check = runtime.block_on(agent_server_shared::handler::update_record::<R, Stub>(
             &app,
             request(event.clone()),
         ));
@@ -110,7 +110,7 @@ fn bench_route<R: Resource>(c: &mut Criterion, name: &str, item: Item, bodies: [
             b.iter_batched(
                 || event.clone(),
                 |event| {
-                    runtime.block_on(agent_server_shared::update_record::<R, Stub>(
+                    runtime.block_on(agent_server_shared::handler::update_record::<R, Stub>(
                         &app,
                         request(black_box(event)),
                     ))

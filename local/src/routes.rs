@@ -102,9 +102,9 @@ impl Route {
     }
 
     /// The update of a request already read
-    /// ([`agent_server_shared::update_record`]).
+    /// ([`agent_server_shared::handler::update_record`]).
     pub async fn update<S: Store>(self, app: &App<S>, request: Request) -> Response {
-        with_record!(self, R => agent_server_shared::update_record::<R, S>(app, request).await)
+        with_record!(self, R => agent_server_shared::handler::update_record::<R, S>(app, request).await)
     }
 }
 

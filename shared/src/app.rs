@@ -1,6 +1,7 @@
-//! What a running function holds for its whole life: settings, store and
-//! (for the API-key function only) the sealer, built once at start-up from
-//! one SDK configuration and shared by every invocation.
+//! What a running function holds for its whole life: settings, store and,
+//! where its record kind seals a field (API keys, MCP servers), the sealer,
+//! built once at start-up from one SDK configuration and shared by every
+//! invocation.
 //!
 //! Under Lambda, start-up also opens the HTTPS connections the first
 //! request will need (see [`warm_up`]): init runs with the CPU Lambda gives

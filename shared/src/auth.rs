@@ -5,7 +5,7 @@
 //! every project on the routes its policy allows, anything else nothing
 //! (authorization fails closed). See docs/authorization.md.
 
-use crate::Request;
+use crate::apigw::Request;
 use crate::error::ApiError;
 use crate::ids::parse_uuid;
 

@@ -115,7 +115,7 @@ impl Budget {
 /// A failed AWS call, as its caller answers it. The reason keeps only error
 /// codes and kinds: service messages may quote request values.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub enum CallFailure {
     /// Out of time, no connection, an unreadable answer, a server fault
     /// (any 5xx, with or without an error code), a 429 or 408, or a
     /// transient code: a later try may succeed.
@@ -134,9 +134,9 @@ pub enum Failure {
 pub fn failure<E: ProvideErrorMetadata + ProvideErrorKind>(
     error: &SdkError<E, HttpResponse>,
     transient: impl Fn(&E) -> bool,
-) -> Failure {
+) -> CallFailure {
     match error {
-        SdkError::TimeoutError(_) => Failure::Unavailable("time budget exhausted".into()),
+        SdkError::TimeoutError(_) => CallFailure::Unavailable("time budget exhausted".into()),
         // A connection dropped mid-answer is a transient error of the
         // client's own: as unavailable as a refused connection.
         SdkError::DispatchFailure(failure)
@@ -144,10 +144,10 @@ pub fn failure<E: ProvideErrorMetadata + ProvideErrorKind>(
                 || failure.is_timeout()
                 || failure.as_other() == Some(ErrorKind::TransientError) =>
         {
-            Failure::Unavailable("connection failed".into())
+            CallFailure::Unavailable("connection failed".into())
         }
-        SdkError::DispatchFailure(_) => Failure::Refused("request could not be sent".into()),
-        SdkError::ResponseError(_) => Failure::Unavailable("unreadable response".into()),
+        SdkError::DispatchFailure(_) => CallFailure::Refused("request could not be sent".into()),
+        SdkError::ResponseError(_) => CallFailure::Unavailable("unreadable response".into()),
         SdkError::ServiceError(context) => {
             let status = context.raw().status();
             let code = ProvideErrorMetadata::code(context.err());
@@ -158,12 +158,12 @@ pub fn failure<E: ProvideErrorMetadata + ProvideErrorKind>(
             // 429 and 408 say "too many" and "too slow" by themselves.
             let transient_status = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
             if transient_status || sdk_transient(context.err()) || transient(context.err()) {
-                Failure::Unavailable(reason)
+                CallFailure::Unavailable(reason)
             } else {
-                Failure::Refused(reason)
+                CallFailure::Refused(reason)
             }
         }
-        _ => Failure::Refused("request could not be built".into()),
+        _ => CallFailure::Refused("request could not be built".into()),
     }
 }
 

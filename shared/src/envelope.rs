@@ -229,7 +229,9 @@ mod tests {
             ApiError::PreconditionFailed {
                 current_version: "3".into(),
             },
-            ApiError::PayloadTooLarge,
+            ApiError::PayloadTooLarge {
+                limit: crate::request::MAX_BODY_BYTES,
+            },
             ApiError::UnsupportedMediaType(crate::error::Unsupported::NotJson),
             ApiError::Unavailable,
             ApiError::Internal,

@@ -272,9 +272,13 @@ pub enum ApiError {
         /// The stored version, sent back as the current `ETag`.
         current_version: String,
     },
-    /// The body is larger than [`crate::request::MAX_BODY_BYTES`].
-    #[error("Request body is larger than 65536 bytes")]
-    PayloadTooLarge,
+    /// The body is larger than `limit` bytes
+    /// ([`crate::request::MAX_BODY_BYTES`]).
+    #[error("Request body is larger than {limit} bytes")]
+    PayloadTooLarge {
+        /// The most a body may hold.
+        limit: usize,
+    },
     /// `Content-Type` is present and is not JSON (or is a patch type whose
     /// semantics this API does not apply), or the body has a
     /// `Content-Encoding` other than `identity`.
@@ -311,7 +315,7 @@ impl ApiError {
             Self::Conflict => 409,
             Self::PreconditionFailed { .. } => 412,
             Self::IdempotencyKeyReused | Self::McpUnverified { .. } => 422,
-            Self::PayloadTooLarge => 413,
+            Self::PayloadTooLarge { .. } => 413,
             Self::UnsupportedMediaType(_) => 415,
             Self::Internal => 500,
             Self::Unavailable => 503,
@@ -337,7 +341,7 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::Conflict => "conflict",
             Self::PreconditionFailed { .. } => "precondition_failed",
-            Self::PayloadTooLarge => "payload_too_large",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",

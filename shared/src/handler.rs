@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use tracing::Instrument;
 
+use crate::Response;
+use crate::apigw::Request;
 use crate::app::App;
 use crate::auth::{Caller, Target};
 use crate::budget::{Budget, TIME_BUDGET};
@@ -21,7 +23,6 @@ use crate::records::Resource;
 use crate::request::{self, idempotency};
 use crate::store::{Key, Store};
 use crate::writes;
-use crate::{Request, Response};
 
 /// Handles one update of a record of kind `R` ([`serve`]). Never fails:
 /// every outcome, a database outage or a panic included, is an envelope.

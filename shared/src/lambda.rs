@@ -15,11 +15,12 @@ use aws_lambda_events::http::header::SET_COOKIE;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 
+use crate::apigw::Request;
 use crate::config::ConfigError;
 use crate::handler::serve;
 use crate::records::Resource;
 use crate::store::Store;
-use crate::{App, Request, Response, logging, metrics};
+use crate::{App, Response, logging, metrics};
 
 /// The whole of a function's `main`: a single-threaded Tokio runtime
 /// driving [`run`].

@@ -1,11 +1,12 @@
 //! Everything the three agent-server update functions have in common.
 //!
-//! A request flows through [`handler::update_record`]: [`request`] extracts the id,
-//! `project_id`, `If-Match` and the JSON body; [`patch`] checks every field
-//! against the [`rules`] of its [`records::Resource`]; [`auth`] checks the
-//! caller may change the record's project; [`seal`] encrypts a secret
-//! field with KMS; one [`store::Store`] call writes it; [`envelope`] renders the outcome, and [`error::ApiError`]
-//! is the single place where a failure becomes a status code.
+//! Lambda enters through [`lambda::run`], the local API through
+//! [`lambda::respond`]; both reach [`handler::serve`], the one edge: the
+//! key and body are read ([`request`], checked against the [`rules`] of
+//! their [`records::Resource`] by [`patch`] or [`merge`]), [`auth`] decides
+//! the grant, then one run of the [`writes::Pipeline`] reads, seals
+//! ([`seal`]) and writes ([`store`]); [`envelope`] renders the outcome, and
+//! [`error::ApiError`] is where a failure becomes a status code.
 
 pub mod apigw;
 pub mod app;
@@ -37,7 +38,6 @@ pub mod writes;
 pub use app::App;
 pub use config::Settings;
 pub use error::{ApiError, FieldError};
-pub use handler::update_record;
 pub use provider::ProviderType;
 pub use records::Table;
 pub use records::{ApiKey, McpServer, Model, Resource};

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use crate::item::{Attribute, Item, ItemError, Kind, Sealed};
 pub use crate::provider::ProviderType;
 use crate::rules::{MAX_SECRET_BYTES, MAX_TEXT_CHARS, Rule};
-use Access::{Kept, Key, Set, Stamp};
+use Access::{Key, ReadOnly, Set, Stamp};
 
 /// Fields no request may set on any record kind, whether or not the kind
 /// has them (an API key has no `project_id`, yet a body naming it is told
@@ -25,7 +25,7 @@ pub enum Access {
     /// Written by every update (`updated_at`): shown, never set by a request.
     Stamp,
     /// Shown as stored; no request sets it (`created_at`).
-    Kept,
+    ReadOnly,
     /// A request may set it, under this rule; responses show it.
     Set(Rule),
     /// A request may set it, under this rule; no response shows it.
@@ -79,7 +79,7 @@ impl Field {
     pub fn rule(&self) -> Option<Rule> {
         match self.access {
             Access::Set(rule) | Access::WriteOnly(rule) | Access::SealedValues { rule, .. } => Some(rule),
-            Key | Stamp | Kept | Access::Verification { .. } => None,
+            Key | Stamp | ReadOnly | Access::Verification { .. } => None,
         }
     }
 
@@ -88,7 +88,7 @@ impl Field {
     pub fn is_kept_and_shown(&self) -> bool {
         matches!(
             self.access,
-            Kept | Set(_) | Access::SealedValues { .. } | Access::Verification { .. }
+            ReadOnly | Set(_) | Access::SealedValues { .. } | Access::Verification { .. }
         )
     }
 
@@ -328,13 +328,13 @@ record! {
         /// Record id.
         id: String = Key,
         /// Provider the key belongs to (read-only).
-        provider_type: String = Kept,
+        provider_type: String = ReadOnly,
         /// Display name.
         name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// Whether agents may use the key.
         enabled: bool = Set(Rule::Flag),
         /// Creation time.
-        created_at: String = Kept,
+        created_at: String = ReadOnly,
         /// Time of the last write.
         updated_at: String = Stamp,
     }
@@ -363,7 +363,7 @@ record! {
         #[serde(skip_serializing_if = "Option::is_none")]
         verification: Verification = Access::Verification { of: &["endpoint", "headers"] },
         /// Creation time.
-        created_at: String = Kept,
+        created_at: String = ReadOnly,
         /// Time of the last write.
         updated_at: String = Stamp,
     }
@@ -385,7 +385,7 @@ record! {
         /// Free-form model parameters.
         parameters: Map<String, Value> = Set(Rule::Parameters),
         /// Creation time.
-        created_at: String = Kept,
+        created_at: String = ReadOnly,
         /// Time of the last write.
         updated_at: String = Stamp,
     }

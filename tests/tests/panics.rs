@@ -7,7 +7,7 @@ use agent_server_shared::config::ConfigError;
 use agent_server_shared::item::Item;
 use agent_server_shared::store::{StoreError, Update};
 use agent_server_shared::{
-    ApiKey, App, McpServer, Model, Request, Response, Settings, Store, lambda, update_record,
+    ApiKey, App, McpServer, Model, Request, Response, Settings, Store, handler, lambda,
 };
 use aws_lambda_events::encodings::Body;
 use integration_tests::events::Event;
@@ -63,9 +63,9 @@ fn request(route: Route, request_id: &str) -> Request {
 
 async fn handle(route: Route, app: &App<Panicking>, request: Request) -> Response {
     match route {
-        Route::ApiKeys => update_record::<ApiKey, _>(app, request).await,
-        Route::McpServers => update_record::<McpServer, _>(app, request).await,
-        Route::Models => update_record::<Model, _>(app, request).await,
+        Route::ApiKeys => handler::update_record::<ApiKey, _>(app, request).await,
+        Route::McpServers => handler::update_record::<McpServer, _>(app, request).await,
+        Route::Models => handler::update_record::<Model, _>(app, request).await,
     }
 }
 

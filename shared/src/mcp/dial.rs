@@ -21,7 +21,7 @@ use crate::rules::{self, HostClass};
 
 /// What a dial may reach.
 #[derive(Debug, Clone, Default)]
-pub struct Policy {
+pub struct DialPolicy {
     /// Loopback, `localhost` and private ranges too (`ALLOW_PRIVATE_ENDPOINTS`).
     pub allow_private: bool,
     /// Addresses never dialed whatever the ranges allow: inside Lambda,
@@ -30,7 +30,7 @@ pub struct Policy {
     pub refused: Vec<SocketAddr>,
 }
 
-impl Policy {
+impl DialPolicy {
     /// The endpoint rule's policy, with this process's Runtime API refused.
     pub fn of(rules: rules::Policy) -> Self {
         let refused = std::env::var("AWS_LAMBDA_RUNTIME_API")
@@ -108,7 +108,7 @@ pub struct Dialed {
 /// literal address, and a host name the endpoint rule names, are judged
 /// as written): [`Failure::AddressRefused`] if any is refused,
 /// [`Failure::Dns`] if there is none.
-pub async fn dial(url: &Url, policy: &Policy, resolver: &impl Resolve) -> Result<Dialed, Failure> {
+pub async fn dial(url: &Url, policy: &DialPolicy, resolver: &impl Resolve) -> Result<Dialed, Failure> {
     let https = match url.scheme() {
         "https" => true,
         "http" => false,
@@ -239,7 +239,7 @@ mod tests {
 
     async fn dialed(
         text: &str,
-        policy: &Policy,
+        policy: &DialPolicy,
         resolver: &impl Resolve,
     ) -> Result<Vec<SocketAddr>, Failure> {
         dial(&url(text), policy, resolver)
@@ -251,16 +251,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_name_is_refused_if_any_address_it_resolves_to_is() {
-        let strict = Policy::default();
-        let open = Policy {
+        let strict = DialPolicy::default();
+        let open = DialPolicy {
             allow_private: true,
-            ..Policy::default()
+            ..DialPolicy::default()
         };
         let metadata = IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254));
         let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mapped = IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
         let nat64: IpAddr = IpAddr::V6(Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xa9fe, 0xa9fe));
-        let cases: [(Vec<IpAddr>, &Policy, bool); 9] = [
+        let cases: [(Vec<IpAddr>, &DialPolicy, bool); 9] = [
             (vec![PUBLIC], &strict, true),
             (vec![metadata], &strict, false),
             (vec![metadata], &open, false),
@@ -288,9 +288,9 @@ mod tests {
     async fn literal_addresses_and_metadata_names_are_judged_before_any_lookup() {
         // A resolver that would allow anything is never asked.
         let anything = Fixed(vec![PUBLIC]);
-        let open = Policy {
+        let open = DialPolicy {
             allow_private: true,
-            ..Policy::default()
+            ..DialPolicy::default()
         };
         for text in [
             "http://169.254.169.254/latest",
@@ -307,10 +307,10 @@ mod tests {
             );
         }
         assert_eq!(
-            dialed("http://127.0.0.1:9/", &Policy::default(), &anything).await,
+            dialed("http://127.0.0.1:9/", &DialPolicy::default(), &anything).await,
             Err(Failure::AddressRefused)
         );
-        let runtime_api = Policy {
+        let runtime_api = DialPolicy {
             allow_private: true,
             refused: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9001))],
         };

@@ -21,7 +21,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use url::Url;
 
-use super::dial::{Dialed, Policy, Resolve, dial};
+use super::dial::{DialPolicy, Dialed, Resolve, dial};
 use super::sse;
 use super::{Failure, MAX_RESPONSE_BYTES, MAX_TOOL_PAGES, Verified};
 use crate::rules::{MAX_TEXT_CHARS, Rule};
@@ -55,7 +55,7 @@ const MIN_ECHOED_SECRET: usize = 8;
 pub async fn handshake(
     endpoint: &Url,
     headers: &BTreeMap<String, Secret>,
-    policy: &Policy,
+    policy: &DialPolicy,
     resolver: &impl Resolve,
     budget: Duration,
 ) -> Result<Verified, Failure> {

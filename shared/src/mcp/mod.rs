@@ -1,6 +1,6 @@
 //! `verify=true`: an MCP handshake (Streamable HTTP: `initialize`,
 //! `notifications/initialized`, `tools/list`) with an endpoint, through a
-//! guard that dials only addresses the endpoint rule allows ([`dial`]).
+//! guard that dials only addresses the endpoint rule allows ([`dial`](mod@dial)).
 //! What it sends where, and why each bound: docs/ARCHITECTURE.md,
 //! Verification.
 
@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::secret::Secret;
 
-pub use dial::{Dialed, Policy as DialPolicy, Resolve, SystemResolver, dial};
+pub use dial::{DialPolicy, Dialed, Resolve, SystemResolver, dial};
 pub use handshake::{CLIENT_NAME, PROTOCOL_VERSIONS, handshake};
 
 /// The most bytes of response bodies one handshake reads, all requests

@@ -5,7 +5,7 @@
 use aws_lambda_events::http::header::{IF_MATCH, IF_NONE_MATCH, IF_UNMODIFIED_SINCE};
 use aws_lc_rs::digest::{Context, SHA256};
 
-use crate::Request;
+use crate::apigw::Request;
 use crate::error::{ApiError, FieldError};
 use crate::store::Key;
 

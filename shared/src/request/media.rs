@@ -3,7 +3,7 @@
 
 use aws_lambda_events::http::{Method, header};
 
-use crate::Request;
+use crate::apigw::Request;
 #[cfg(doc)]
 use crate::request::json_body;
 

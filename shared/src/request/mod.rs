@@ -13,7 +13,7 @@ pub mod preconditions;
 
 use serde_json::{Map, Value};
 
-use crate::Request;
+use crate::apigw::Request;
 use crate::error::{ApiError, FieldError, Unsupported};
 use crate::ids::parse_uuid;
 use crate::json;
@@ -116,7 +116,9 @@ pub fn json_body(request: &Request, kind: BodyKind) -> Result<Body, ApiError> {
     }
     let body = request.body();
     if body.len() > MAX_BODY_BYTES {
-        return Err(ApiError::PayloadTooLarge);
+        return Err(ApiError::PayloadTooLarge {
+            limit: MAX_BODY_BYTES,
+        });
     }
     json::parse_object(body).map(Body)
 }

@@ -4,7 +4,7 @@
 
 use aws_lambda_events::http::header;
 
-use crate::Request;
+use crate::apigw::Request;
 use crate::error::{ApiError, FieldError};
 use crate::store::NoneMatch;
 #[cfg(doc)]

@@ -71,7 +71,7 @@ pub fn classify_host(host: &Host<&str>) -> HostClass {
 }
 
 /// The class of an address, whichever family: what a resolved host is
-/// judged by at connect time ([`crate::mcp::dial`]).
+/// judged by at connect time ([`crate::mcp::dial()`]).
 pub fn classify_ip(address: IpAddr) -> HostClass {
     match address {
         IpAddr::V4(v4) => classify_v4(v4),

@@ -15,7 +15,7 @@ use zeroize::Zeroizing;
 
 use super::values::DataKey;
 use super::{EncryptionContext, SealError};
-use crate::budget::{self, Failure, TIME_BUDGET};
+use crate::budget::{self, CallFailure, TIME_BUDGET};
 
 /// KMS's own error codes that mean "try again later" and that the SDK does
 /// not classify (throttling, `LimitExceededException` and 5xx answers it
@@ -240,7 +240,7 @@ fn classify<E: ProvideErrorMetadata + aws_smithy_types::retry::ProvideErrorKind>
     error: SdkError<E, HttpResponse>,
 ) -> SealError {
     match budget::failure(&error, |error| budget::has_code(error, &TRANSIENT_CODES)) {
-        Failure::Unavailable(reason) => SealError::Unavailable(reason),
-        Failure::Refused(reason) => SealError::Refused(reason),
+        CallFailure::Unavailable(reason) => SealError::Unavailable(reason),
+        CallFailure::Refused(reason) => SealError::Refused(reason),
     }
 }

@@ -21,7 +21,7 @@ use super::{
     Clause, Expected, Kept, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, judge, kept,
     written_by,
 };
-use crate::budget::{self, Failure, TIME_BUDGET};
+use crate::budget::{self, CallFailure, TIME_BUDGET};
 use crate::item::{self, Item, MAX_VERSION};
 use crate::store::{Key, Table, TableNames};
 /// Stores records in DynamoDB tables.
@@ -248,11 +248,11 @@ fn listed(
     placeholders.join(", ")
 }
 
-impl From<Failure> for StoreError {
-    fn from(failure: Failure) -> Self {
+impl From<CallFailure> for StoreError {
+    fn from(failure: CallFailure) -> Self {
         match failure {
-            Failure::Unavailable(reason) => Self::Unavailable(reason),
-            Failure::Refused(reason) => Self::Internal(reason),
+            CallFailure::Unavailable(reason) => Self::Unavailable(reason),
+            CallFailure::Refused(reason) => Self::Internal(reason),
         }
     }
 }

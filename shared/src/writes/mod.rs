@@ -1,10 +1,9 @@
 //! The write pipeline: one request's write as [`Pipeline`], each step a
-//! method, in the order a request takes them: [read](Pipeline::read) the
-//! record when the write needs it, [judge](Pipeline::judge) the
-//! preconditions, [change](Pipeline::change) it (merge, verify, seal), then
-//! write it, plainly or, under an `Idempotency-Key`, keeping the outcome
-//! ([`keyed`]). At most one KMS call, nothing written unless the answer is
-//! 200: docs/ARCHITECTURE.md, The path of a request.
+//! method, in the order a request takes them: read the record when the
+//! write needs it, judge the preconditions, change it (merge, verify,
+//! seal), then write it, plainly or, under an `Idempotency-Key`, keeping
+//! the outcome (`keyed.rs`). At most one KMS call, nothing written unless
+//! the answer is 200: docs/ARCHITECTURE.md, The path of a request.
 
 mod keyed;
 mod verify;

@@ -209,7 +209,9 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
             current_version: "1".into(),
         },
         ApiError::Conflict,
-        ApiError::PayloadTooLarge,
+        ApiError::PayloadTooLarge {
+            limit: agent_server_shared::request::MAX_BODY_BYTES,
+        },
         ApiError::UnsupportedMediaType(agent_server_shared::error::Unsupported::NotJson),
         ApiError::InvalidIfNoneMatch(FieldError::new("If-None-Match", "invalid_if_none_match", "m")),
         ApiError::InvalidIdempotencyKey(FieldError::new("Idempotency-Key", "invalid_idempotency_key", "m")),

@@ -57,7 +57,7 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "created_at",
-        access: Access::Kept,
+        access: Access::ReadOnly,
         kind: Kind::String,
     },
     Field {

@@ -9,7 +9,8 @@
 #![no_main]
 
 use agent_server_shared::error::ApiError;
-use agent_server_shared::records::{ApiKey, McpServer, Model, Resource};
+use agent_server_shared::records::{Resource, Table};
+use agent_server_shared::with_resource;
 use agent_server_shared::rules::{Decimal, Policy};
 use agent_server_shared::patch::Written;
 use agent_server_shared::{item, json, patch};
@@ -94,8 +95,8 @@ fuzz_target!(|data: &[u8]| {
     };
     for allow_private_endpoints in [false, true] {
         let policy = Policy { allow_private_endpoints };
-        check::<ApiKey>(&body, policy);
-        check::<McpServer>(&body, policy);
-        check::<Model>(&body, policy);
+        for table in Table::ALL {
+            with_resource!(table, R => check::<R>(&body, policy));
+        }
     }
 });

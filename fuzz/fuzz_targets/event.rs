@@ -20,7 +20,7 @@
 use std::sync::OnceLock;
 
 use agent_server_shared::rules::Policy;
-use agent_server_shared::patch;
+use agent_server_shared::{patch, with_resource};
 use integration_tests::{Route, memory_app, stored_json};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -122,11 +122,7 @@ fuzz_target!(|data: &[u8]| {
                 .map(|field| (field.name.to_string(), stored_json(&stored, field.name)))
                 .collect();
             if !fields.is_empty() {
-                let checked = match route {
-                    Route::ApiKeys => patch::parse::<agent_server_shared::ApiKey>(&fields, Policy::default()).map(drop),
-                    Route::McpServers => patch::parse::<agent_server_shared::McpServer>(&fields, Policy::default()).map(drop),
-                    Route::Models => patch::parse::<agent_server_shared::Model>(&fields, Policy::default()).map(drop),
-                };
+                let checked = with_resource!(route.table(), R => patch::parse::<R>(&fields, Policy::default()).map(drop));
                 assert!(checked.is_ok(), "{route:?}: a PATCH stored what the rules refuse: {checked:?}");
             }
         }

@@ -1,53 +1,35 @@
-//! The three update routes as a value: what routes by path (the local API,
-//! its Runtime Interface Emulator mode, the tests, the benchmarks) goes
-//! through [`Route`]. API Gateway's part, not a function's: each function
+//! The update routes as a value, one per record kind: what routes by path
+//! (the local API, its Runtime Interface Emulator mode, the tests, the
+//! benchmarks) goes through [`Route`]. API Gateway's part, not a function's: each function
 //! names its record kind in `main.rs` and needs no table.
 
-use agent_server_shared::records::{ApiKey, Field, McpServer, Model, Resource};
+use agent_server_shared::records::Field;
 use agent_server_shared::store::{Store, Table};
-use agent_server_shared::{App, Request, Response, lambda};
+use agent_server_shared::{App, Request, Response, lambda, with_resource};
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use lambda_runtime::Context;
 use serde_json::Value;
 
-/// One update route.
+/// One update route: that of a record kind ([`Table`], the one list of
+/// them), read from its declaration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// `PUT /api/agent-server/api-keys/{id}`, function `update-api-key`.
-    ApiKeys,
-    /// `PUT /api/agent-server/mcp-servers/{id}`, function `update-mcp-server`.
-    McpServers,
-    /// `PUT /api/agent-server/models/{id}`, function `update-model`.
-    Models,
-}
-
-/// Runs `$body` with `$record` naming the route's record kind.
-macro_rules! with_record {
-    ($route:expr, $record:ident => $body:expr) => {
-        match $route {
-            Route::ApiKeys => {
-                type $record = ApiKey;
-                $body
-            }
-            Route::McpServers => {
-                type $record = McpServer;
-                $body
-            }
-            Route::Models => {
-                type $record = Model;
-                $body
-            }
-        }
-    };
-}
+pub struct Route(pub Table);
 
 impl Route {
-    /// Every route.
-    pub const ALL: [Route; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
+    /// Every route, in the record kinds' order.
+    pub const ALL: [Route; Table::ALL.len()] = {
+        let mut all = [Route(Table::ALL[0]); Table::ALL.len()];
+        let mut index = 0;
+        while index < all.len() {
+            all[index] = Route(Table::ALL[index]);
+            index += 1;
+        }
+        all
+    };
 
     /// The path template, `/api/agent-server/models/{id}`.
     pub fn template(self) -> &'static str {
-        with_record!(self, R => R::ROUTE)
+        self.0.route()
     }
 
     /// The collection segment of the path, `models`.
@@ -65,17 +47,17 @@ impl Route {
 
     /// The Lambda function (and its binary) that serves the route.
     pub fn function(self) -> &'static str {
-        with_record!(self, R => R::FUNCTION)
+        self.0.function()
     }
 
     /// The table behind the route.
     pub fn table(self) -> Table {
-        with_record!(self, R => R::TABLE)
+        self.0
     }
 
     /// The fields of the route's record kind.
     pub fn fields(self) -> &'static [Field] {
-        with_record!(self, R => R::FIELDS)
+        self.0.fields()
     }
 
     /// The function's answer to a payload 2.0 `event`, exactly as its
@@ -86,7 +68,7 @@ impl Route {
         event: Value,
         context: Context,
     ) -> ApiGatewayV2httpResponse {
-        with_record!(self, R => lambda::respond::<R, S>(app, event, context).await)
+        with_resource!(self.0, R => lambda::respond::<R, S>(app, event, context).await)
     }
 
     /// Whether the route's function refuses the payload 2.0 `event` before
@@ -95,7 +77,7 @@ impl Route {
     pub fn refuses_before_body(self, settings: &agent_server_shared::Settings, event: &Value) -> bool {
         match Request::from_event(event.clone(), Context::default()) {
             Ok(request) => {
-                with_record!(self, R => agent_server_shared::handler::refused_before_body::<R>(settings, &request))
+                with_resource!(self.0, R => agent_server_shared::handler::refused_before_body::<R>(settings, &request))
             }
             Err(_) => true,
         }
@@ -104,7 +86,7 @@ impl Route {
     /// The update of a request already read
     /// ([`agent_server_shared::handler::update_record`]).
     pub async fn update<S: Store>(self, app: &App<S>, request: Request) -> Response {
-        with_record!(self, R => agent_server_shared::handler::update_record::<R, S>(app, request).await)
+        with_resource!(self.0, R => agent_server_shared::handler::update_record::<R, S>(app, request).await)
     }
 }
 

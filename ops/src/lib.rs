@@ -16,9 +16,6 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// The tables that hold secrets, in the order a run seals them.
-pub const TABLES: [Table; 2] = [Table::ApiKeys, Table::McpServers];
-
 /// What one run found and did in one table, item by item.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {

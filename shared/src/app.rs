@@ -14,7 +14,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 use crate::config::{ConfigError, Settings};
-use crate::records::{ApiKey, McpServer, Model, Resource};
+use crate::records::Resource;
 use crate::seal::{KmsSealer, Sealer};
 use crate::store::TableNames;
 use crate::store::{DynamoStore, Table};
@@ -52,8 +52,7 @@ impl<R: Resource> Serves for R {
 pub struct AllRoutes;
 
 impl Serves for AllRoutes {
-    const SEALS: bool =
-        <ApiKey as Resource>::SEALS || <McpServer as Resource>::SEALS || <Model as Resource>::SEALS;
+    const SEALS: bool = Table::any_seals();
 }
 
 impl App<DynamoStore> {
@@ -239,10 +238,8 @@ mod tests {
     #[test]
     fn outcomes_need_a_table_of_their_own() {
         assert!(kept_apart(TableNames::default()).is_ok());
-        let shared = TableNames {
-            idempotency: TableNames::default().models,
-            ..TableNames::default()
-        };
+        let mut shared = TableNames::default();
+        shared.idempotency = shared.name(Table::Models).to_string();
         assert!(kept_apart(shared).is_err());
     }
 }

@@ -103,8 +103,8 @@ mod tests {
         });
         let settings = settings.unwrap();
         let tables = TableNames::from_lookup(|name| (name == "MODELS_TABLE").then(|| "prod-models".into()));
-        assert_eq!(tables.models, "prod-models");
-        assert_eq!(tables.api_keys, "agent-server-api-keys");
+        assert_eq!(tables.name(Table::Models), "prod-models");
+        assert_eq!(tables.name(Table::ApiKeys), "agent-server-api-keys");
         assert!(settings.policy.allow_private_endpoints);
         assert_eq!(settings.projects_claim, DEFAULT_PROJECTS_CLAIM);
 

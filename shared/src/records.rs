@@ -165,60 +165,101 @@ pub const fn verification(fields: &[Field]) -> Option<(&'static str, &'static [&
     None
 }
 
-/// A record kind's table, with its key schema.
+/// The record kinds, one table each: the one list of them. Every other
+/// list (table names and their variables, the local API's routes, the
+/// tests', the operator commands', the fuzz targets') is read from it, and
+/// [`with_resource!`](crate::with_resource) runs code for whichever kind a
+/// value names. A new kind is a variant here, an arm there, and its
+/// `record!` below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Table {
-    /// Partition key `id`.
+    /// API keys ([`ApiKey`]).
     ApiKeys,
-    /// Partition key `project_id`, sort key `id`.
+    /// MCP servers ([`McpServer`]).
     McpServers,
-    /// Partition key `project_id`, sort key `id`.
+    /// Models ([`Model`]).
     Models,
 }
 
+/// Runs `$body` with `$kind` naming the record type stored in the table
+/// `$table` (a [`Table`]): code written once for every record kind.
+#[macro_export]
+macro_rules! with_resource {
+    ($table:expr, $kind:ident => $body:expr) => {
+        match $table {
+            $crate::records::Table::ApiKeys => {
+                type $kind = $crate::records::ApiKey;
+                $body
+            }
+            $crate::records::Table::McpServers => {
+                type $kind = $crate::records::McpServer;
+                $body
+            }
+            $crate::records::Table::Models => {
+                type $kind = $crate::records::Model;
+                $body
+            }
+        }
+    };
+}
+
 impl Table {
-    /// Every table.
+    /// Every table, in the list's order.
     pub const ALL: [Table; 3] = [Self::ApiKeys, Self::McpServers, Self::Models];
 
     /// The environment variable naming the table.
-    pub fn env_var(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "API_KEYS_TABLE",
-            Self::McpServers => "MCP_SERVERS_TABLE",
-            Self::Models => "MODELS_TABLE",
-        }
+    pub const fn env_var(self) -> &'static str {
+        with_resource!(self, R => R::TABLE_VAR)
     }
 
     /// The name used when the variable is unset (the local run's).
-    pub fn default_name(self) -> &'static str {
-        match self {
-            Self::ApiKeys => "agent-server-api-keys",
-            Self::McpServers => "agent-server-mcp-servers",
-            Self::Models => "agent-server-models",
-        }
+    pub const fn default_name(self) -> &'static str {
+        with_resource!(self, R => R::TABLE_DEFAULT)
     }
 
     /// Whether records are keyed by `project_id` as well as `id`.
     pub fn scoped_by_project(self) -> bool {
-        !matches!(self, Self::ApiKeys)
+        self.fields()
+            .iter()
+            .any(|field| field.name == "project_id" && field.access == Access::Key)
     }
 
     /// What the record kind stored here is called (`MCP server`).
-    pub fn noun(self) -> &'static str {
-        match self {
-            Self::ApiKeys => ApiKey::NOUN,
-            Self::McpServers => McpServer::NOUN,
-            Self::Models => Model::NOUN,
-        }
+    pub const fn noun(self) -> &'static str {
+        with_resource!(self, R => R::NOUN)
     }
 
     /// The fields of the record kind stored here.
-    pub fn fields(self) -> &'static [Field] {
-        match self {
-            Self::ApiKeys => ApiKey::FIELDS,
-            Self::McpServers => McpServer::FIELDS,
-            Self::Models => Model::FIELDS,
+    pub const fn fields(self) -> &'static [Field] {
+        with_resource!(self, R => R::FIELDS)
+    }
+
+    /// The route that updates the record kind stored here.
+    pub const fn route(self) -> &'static str {
+        with_resource!(self, R => R::ROUTE)
+    }
+
+    /// The function serving that route.
+    pub const fn function(self) -> &'static str {
+        with_resource!(self, R => R::FUNCTION)
+    }
+
+    /// Whether the record kind stored here seals a field.
+    pub const fn seals(self) -> bool {
+        with_resource!(self, R => R::SEALS)
+    }
+
+    /// Whether any record kind seals a field (a constant: what an app
+    /// serving every route needs).
+    pub const fn any_seals() -> bool {
+        let mut index = 0;
+        while index < Self::ALL.len() {
+            if Self::ALL[index].seals() {
+                return true;
+            }
+            index += 1;
         }
+        false
     }
 }
 
@@ -226,6 +267,10 @@ impl Table {
 pub trait Resource: Serialize + Sized {
     /// Where it is stored.
     const TABLE: Table;
+    /// The environment variable naming that table.
+    const TABLE_VAR: &'static str;
+    /// The table's name when the variable is unset (the local run's).
+    const TABLE_DEFAULT: &'static str;
     /// The API Gateway route that updates it.
     const ROUTE: &'static str;
     /// The Lambda function (and binary) serving that route; the metrics'
@@ -282,7 +327,7 @@ pub trait Resource: Serialize + Sized {
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:expr, at $route:literal, by $function:literal, named $noun:literal {
+        pub struct $name:ident in $table:expr, named by $var:literal or $default:literal, at $route:literal, by $function:literal, named $noun:literal {
             $( $(#[$field_meta:meta])* $field:ident: $ty:ty = $access:expr, )*
         }
         $( write_only { $( $secret:ident: $secret_ty:ty = $secret_rule:expr, )* } )?
@@ -295,6 +340,8 @@ macro_rules! record {
 
         impl Resource for $name {
             const TABLE: Table = $table;
+            const TABLE_VAR: &'static str = $var;
+            const TABLE_DEFAULT: &'static str = $default;
             const ROUTE: &'static str = $route;
             const FUNCTION: &'static str = $function;
             const NOUN: &'static str = $noun;
@@ -324,7 +371,8 @@ macro_rules! record {
 record! {
     /// A provider API key. The secret `api_key` is write-only: the record
     /// has no field for it, so no response can carry it.
-    pub struct ApiKey in Table::ApiKeys, at "/api/agent-server/api-keys/{id}", by "update-api-key", named "API key" {
+    pub struct ApiKey in Table::ApiKeys, named by "API_KEYS_TABLE" or "agent-server-api-keys",
+        at "/api/agent-server/api-keys/{id}", by "update-api-key", named "API key" {
         /// Record id.
         id: String = Key,
         /// Provider the key belongs to (read-only).
@@ -345,7 +393,8 @@ record! {
 
 record! {
     /// An MCP server connection.
-    pub struct McpServer in Table::McpServers, at "/api/agent-server/mcp-servers/{id}", by "update-mcp-server", named "MCP server" {
+    pub struct McpServer in Table::McpServers, named by "MCP_SERVERS_TABLE" or "agent-server-mcp-servers",
+        at "/api/agent-server/mcp-servers/{id}", by "update-mcp-server", named "MCP server" {
         /// Record id.
         id: String = Key,
         /// Owning project.
@@ -371,7 +420,8 @@ record! {
 
 record! {
     /// A model definition.
-    pub struct Model in Table::Models, at "/api/agent-server/models/{id}", by "update-model", named "Model" {
+    pub struct Model in Table::Models, named by "MODELS_TABLE" or "agent-server-models",
+        at "/api/agent-server/models/{id}", by "update-model", named "Model" {
         /// Record id.
         id: String = Key,
         /// Owning project.

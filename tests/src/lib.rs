@@ -496,11 +496,7 @@ impl Route {
 
     /// The functions' own declaration of this route.
     pub fn declared(self) -> local_api::routes::Route {
-        match self {
-            Self::ApiKeys => local_api::routes::Route::ApiKeys,
-            Self::McpServers => local_api::routes::Route::McpServers,
-            Self::Models => local_api::routes::Route::Models,
-        }
+        local_api::routes::Route(self.table())
     }
 
     /// The collection segment of the path.
@@ -508,9 +504,14 @@ impl Route {
         self.declared().collection()
     }
 
-    /// The table behind the route.
+    /// The table behind the route: the record kind it is named for.
     pub fn table(self) -> agent_server_shared::Table {
-        self.declared().table()
+        use agent_server_shared::Table;
+        match self {
+            Self::ApiKeys => Table::ApiKeys,
+            Self::McpServers => Table::McpServers,
+            Self::Models => Table::Models,
+        }
     }
 
     /// Whether the route needs `project_id`.

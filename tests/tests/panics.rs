@@ -6,9 +6,7 @@
 use agent_server_shared::config::ConfigError;
 use agent_server_shared::item::Item;
 use agent_server_shared::store::{StoreError, Update};
-use agent_server_shared::{
-    ApiKey, App, McpServer, Model, Request, Response, Settings, Store, handler, lambda,
-};
+use agent_server_shared::{App, Request, Response, Settings, Store, handler, lambda, with_resource};
 use aws_lambda_events::encodings::Body;
 use integration_tests::events::Event;
 use integration_tests::{CapturedLogs, Route, body_json, capture_logs};
@@ -62,11 +60,7 @@ fn request(route: Route, request_id: &str) -> Request {
 }
 
 async fn handle(route: Route, app: &App<Panicking>, request: Request) -> Response {
-    match route {
-        Route::ApiKeys => handler::update_record::<ApiKey, _>(app, request).await,
-        Route::McpServers => handler::update_record::<McpServer, _>(app, request).await,
-        Route::Models => handler::update_record::<Model, _>(app, request).await,
-    }
+    with_resource!(route.table(), R => handler::update_record::<R, _>(app, request).await)
 }
 
 fn assert_internal(response: &Response, request_id: Option<&str>) {

@@ -31,6 +31,8 @@ struct Args {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let table = args.table.unwrap_or_else(|| TableNames::from_env().api_keys);
+    let table = args
+        .table
+        .unwrap_or_else(|| TableNames::from_env().name(Table::ApiKeys).to_string());
     cli::run("seal-api-keys", &[(Table::ApiKeys, table)], args.dry_run).await
 }

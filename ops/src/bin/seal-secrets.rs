@@ -43,12 +43,17 @@ async fn main() -> ExitCode {
     let names = TableNames::from_env();
     let mut tables = Vec::new();
     if args.only.is_none_or(|only| only == Kind::ApiKeys) {
-        tables.push((Table::ApiKeys, args.api_keys_table.unwrap_or(names.api_keys)));
+        tables.push((
+            Table::ApiKeys,
+            args.api_keys_table
+                .unwrap_or(names.name(Table::ApiKeys).to_string()),
+        ));
     }
     if args.only.is_none_or(|only| only == Kind::McpServers) {
         tables.push((
             Table::McpServers,
-            args.mcp_servers_table.unwrap_or(names.mcp_servers),
+            args.mcp_servers_table
+                .unwrap_or(names.name(Table::McpServers).to_string()),
         ));
     }
     cli::run("seal-secrets", &tables, args.dry_run).await

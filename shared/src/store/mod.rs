@@ -26,15 +26,12 @@ use crate::item::{self, Attributes, Item, Kind};
 use crate::records::Field;
 pub use crate::records::Table;
 
-/// The DynamoDB table behind each record kind.
+/// The DynamoDB table behind each record kind, and the table of kept
+/// outcomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableNames {
-    /// API keys (`API_KEYS_TABLE`).
-    pub api_keys: String,
-    /// MCP servers (`MCP_SERVERS_TABLE`).
-    pub mcp_servers: String,
-    /// Models (`MODELS_TABLE`).
-    pub models: String,
+    /// Each record kind's table, in [`Table::ALL`]'s order.
+    records: [String; Table::ALL.len()],
     /// The outcomes kept under idempotency keys (`IDEMPOTENCY_TABLE`).
     pub idempotency: String,
 }
@@ -45,47 +42,41 @@ pub const IDEMPOTENCY_TABLE_VAR: &str = "IDEMPOTENCY_TABLE";
 pub const IDEMPOTENCY_TABLE_DEFAULT: &str = "agent-server-idempotency";
 
 impl TableNames {
-    /// Reads `API_KEYS_TABLE`, `MCP_SERVERS_TABLE` and `MODELS_TABLE`,
-    /// each defaulting to its local name.
+    /// Reads each record kind's variable ([`Table::env_var`]: `API_KEYS_TABLE`,
+    /// ...) and `IDEMPOTENCY_TABLE`, each defaulting to its local name.
     pub fn from_env() -> Self {
         Self::from_lookup(|name| env::var(name).ok())
     }
 
     /// As [`TableNames::from_env`], reading variables through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let table = |table: Table| {
-            lookup(table.env_var())
+        let named = |variable: &str, default: &str| {
+            lookup(variable)
                 .filter(|name| !name.trim().is_empty())
-                .unwrap_or_else(|| table.default_name().into())
+                .unwrap_or_else(|| default.into())
         };
         Self {
-            api_keys: table(Table::ApiKeys),
-            mcp_servers: table(Table::McpServers),
-            models: table(Table::Models),
-            idempotency: lookup(IDEMPOTENCY_TABLE_VAR)
-                .filter(|name| !name.trim().is_empty())
-                .unwrap_or_else(|| IDEMPOTENCY_TABLE_DEFAULT.into()),
+            records: Table::ALL.map(|table| named(table.env_var(), table.default_name())),
+            idempotency: named(IDEMPOTENCY_TABLE_VAR, IDEMPOTENCY_TABLE_DEFAULT),
         }
     }
 
     /// The name of `table`.
     pub fn name(&self, table: Table) -> &str {
-        match table {
-            Table::ApiKeys => &self.api_keys,
-            Table::McpServers => &self.mcp_servers,
-            Table::Models => &self.models,
-        }
+        &self.records[table as usize]
+    }
+
+    /// These names, with `table`'s set to `name`.
+    #[must_use]
+    pub fn with(mut self, table: Table, name: impl Into<String>) -> Self {
+        self.records[table as usize] = name.into();
+        self
     }
 }
 
 impl Default for TableNames {
     fn default() -> Self {
-        Self {
-            api_keys: Table::ApiKeys.default_name().into(),
-            mcp_servers: Table::McpServers.default_name().into(),
-            models: Table::Models.default_name().into(),
-            idempotency: IDEMPOTENCY_TABLE_DEFAULT.into(),
-        }
+        Self::from_lookup(|_| None)
     }
 }
 

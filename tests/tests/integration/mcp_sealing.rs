@@ -499,10 +499,7 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     let sealer = kms.sealer();
     let dynamo = client(&dynamo_local().await.endpoint);
     let table = format!("seal-mcp-test-{}", uuid::Uuid::new_v4());
-    let tables = TableNames {
-        mcp_servers: table.clone(),
-        ..TableNames::default()
-    };
+    let tables = TableNames::default().with(agent_server_shared::Table::McpServers, table.clone());
     local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
     let project = uuid::Uuid::new_v4().to_string();
     let put = |id: &str, headers: Option<AttributeValue>, data_key: Option<Vec<u8>>| {

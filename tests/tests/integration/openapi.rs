@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use agent_server_shared::error::{ApiError, FieldError};
-use agent_server_shared::records::{ApiKey, McpServer, Model, ProviderType, Resource};
+use agent_server_shared::records::{ProviderType, Resource, Table};
+use agent_server_shared::with_resource;
 use integration_tests::{length_limits, repo_root, rule_codes};
 use serde_json::Value;
 
@@ -53,7 +54,7 @@ fn strings(value: &Value) -> Vec<String> {
 #[derive(Clone)]
 struct Route {
     path: &'static str,
-    update: &'static str,
+    update: String,
     record: &'static str,
     /// The success message, which the 200 envelope states as a const.
     updated: &'static str,
@@ -77,7 +78,7 @@ fn record_fields<R: Resource>() -> Vec<String> {
     names
 }
 
-fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
+fn route<R: Resource>(update: String, record: &'static str) -> Route {
     Route {
         path: R::ROUTE,
         update,
@@ -100,12 +101,25 @@ fn route<R: Resource>(update: &'static str, record: &'static str) -> Route {
     }
 }
 
+/// The schema openapi.yaml names for a record kind: its type's name
+/// (`McpServer`).
+fn schema_name<R>() -> &'static str {
+    let path = std::any::type_name::<R>();
+    path.rsplit("::").next().unwrap_or(path)
+}
+
+/// Every route, from the record kinds' list: its update schema is the
+/// record's name and `Update`.
 fn routes() -> Vec<Route> {
-    vec![
-        route::<ApiKey>("ApiKeyUpdate", "ApiKey"),
-        route::<McpServer>("McpServerUpdate", "McpServer"),
-        route::<Model>("ModelUpdate", "Model"),
-    ]
+    Table::ALL
+        .into_iter()
+        .map(|table| {
+            with_resource!(table, R => {
+                let record = schema_name::<R>();
+                route::<R>(format!("{record}Update"), record)
+            })
+        })
+        .collect()
 }
 
 #[test]
@@ -149,7 +163,7 @@ fn merge_patch_bodies_name_the_writable_fields_and_the_removable_ones() {
 fn update_bodies_name_exactly_the_writable_fields() {
     let doc = document();
     for route in routes() {
-        let body = schema(&doc, route.update);
+        let body = schema(&doc, &route.update);
         let documented = keys(&body["properties"]);
         let expected: BTreeSet<String> = route.fields.iter().map(|f| f.to_string()).collect();
         assert_eq!(documented, expected, "{}", route.update);
@@ -543,12 +557,10 @@ fn each_field_s_length_limit_is_its_declaration_s() {
             .collect()
     }
     let doc = document();
-    let declared = [
-        lengths::<ApiKey>("ApiKeyUpdate"),
-        lengths::<McpServer>("McpServerUpdate"),
-        lengths::<Model>("ModelUpdate"),
-    ]
-    .concat();
+    let declared: Vec<_> = Table::ALL
+        .into_iter()
+        .flat_map(|table| with_resource!(table, R => lengths::<R>(&format!("{}Update", schema_name::<R>()))))
+        .collect();
     assert!(declared.len() >= 4, "name x3, model_id, api_key: {declared:?}");
     for (update, field, max) in declared {
         let property = &schema(&doc, &update)["properties"][field];

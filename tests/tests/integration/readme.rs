@@ -16,13 +16,14 @@ use agent_server_shared::error::{
     FIELD_CODES, MAX_FIELD_ERRORS, MAX_FIELD_ERRORS_BYTES, MAX_FIELD_PATH_BYTES,
 };
 use agent_server_shared::json::{MAX_BODY_DEPTH, MAX_BODY_VALUES};
-use agent_server_shared::records::{ApiKey, McpServer, Model, Resource};
+use agent_server_shared::records::{Resource, Table};
 use agent_server_shared::request::MAX_BODY_BYTES;
 use agent_server_shared::rules::parameters::{MAX_NUMBER_EXPONENT, MIN_NUMBER_EXPONENT};
 use agent_server_shared::rules::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_HEADERS, MAX_NUMBER_DIGITS, MAX_PARAMETERS_BYTES,
     MAX_PARAMETERS_DEPTH, MAX_URL_CHARS,
 };
+use agent_server_shared::with_resource;
 use integration_tests::{length_limits, repo_root};
 
 /// The document that holds the API's field rules, limits and status codes.
@@ -91,7 +92,10 @@ fn settable<R: Resource>() -> Vec<&'static str> {
 fn every_settable_field_has_a_row_with_known_codes() {
     let doc = api_doc();
     let rows = field_rows(&doc);
-    let fields = [settable::<ApiKey>(), settable::<McpServer>(), settable::<Model>()].concat();
+    let fields: Vec<_> = Table::ALL
+        .into_iter()
+        .flat_map(|table| with_resource!(table, R => settable::<R>()))
+        .collect();
     for field in fields {
         let cells = row(&rows, field);
         assert_eq!(cells.len(), 3, "{field}: {cells:?}");
@@ -129,12 +133,9 @@ fn the_headers_row_names_every_refused_name() {
 fn the_field_rules_state_the_code_s_limits() {
     let doc = api_doc();
     let rows = field_rows(&doc);
-    let lengths = [
-        length_limits::<ApiKey>(),
-        length_limits::<McpServer>(),
-        length_limits::<Model>(),
-    ];
-    let lengths = lengths.concat().into_iter();
+    let lengths = Table::ALL
+        .into_iter()
+        .flat_map(|table| with_resource!(table, R => length_limits::<R>()));
     let lengths = lengths.map(|(field, max)| (field, vec![format!("1–{max} characters")]));
     let limits = [
         ("endpoint", vec![format!("at most {MAX_URL_CHARS} characters")]),

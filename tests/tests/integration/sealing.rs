@@ -216,10 +216,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     let dynamo = client(&dynamo_local().await.endpoint);
     // A table of its own, so the counts are this test's.
     let table = format!("seal-test-{}", uuid::Uuid::new_v4());
-    let tables = TableNames {
-        api_keys: table.clone(),
-        ..TableNames::default()
-    };
+    let tables = TableNames::default().with(agent_server_shared::Table::ApiKeys, table.clone());
     local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
     let put = |id: &str, api_key: Option<AttributeValue>| {
         let mut item = Route::ApiKeys.item("", id);

@@ -3,6 +3,7 @@
 use std::env;
 
 use crate::auth::DEFAULT_PROJECTS_CLAIM;
+use crate::keycheck::ProviderBases;
 use crate::rules::Policy;
 
 /// Why the environment could not be read.
@@ -28,6 +29,10 @@ pub struct Settings {
     pub projects_claim: String,
     /// The namespace of the metrics lines (`METRICS_NAMESPACE`).
     pub metrics_namespace: String,
+    /// Where each provider's API is, for `verify=true` on an API key
+    /// (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`, `GEMINI_BASE_URL`,
+    /// `XAI_BASE_URL`; each provider's own by default).
+    pub providers: ProviderBases,
 }
 
 impl Default for Settings {
@@ -38,14 +43,16 @@ impl Default for Settings {
             policy: Policy::default(),
             projects_claim: DEFAULT_PROJECTS_CLAIM.into(),
             metrics_namespace: crate::metrics::DEFAULT_NAMESPACE.into(),
+            providers: ProviderBases::default(),
         }
     }
 }
 
 impl Settings {
     /// Reads `ALLOW_PRIVATE_ENDPOINTS`, `PROJECTS_CLAIM` (default
-    /// [`DEFAULT_PROJECTS_CLAIM`]) and `METRICS_NAMESPACE` (default
-    /// [`crate::metrics::DEFAULT_NAMESPACE`]).
+    /// [`DEFAULT_PROJECTS_CLAIM`]), `METRICS_NAMESPACE` (default
+    /// [`crate::metrics::DEFAULT_NAMESPACE`]) and the providers' base URLs
+    /// ([`ProviderBases`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| env::var(name).ok())
     }
@@ -79,6 +86,10 @@ impl Settings {
                 .map(|namespace| namespace.trim().to_owned())
                 .filter(|namespace| !namespace.is_empty())
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
+            providers: ProviderBases::from_lookup(&lookup).map_err(|name| ConfigError::Invalid {
+                name,
+                expected: "an absolute http or https URL",
+            })?,
         })
     }
 }

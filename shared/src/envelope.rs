@@ -76,7 +76,9 @@ pub fn http_date(timestamp: &str) -> Option<String> {
 pub fn failure(error: &ApiError, request_id: &str) -> Response {
     let message = error.to_string();
     let unverified = match error {
-        ApiError::McpUnverified { stage, http_status } => Some((*stage, *http_status)),
+        ApiError::McpUnverified { stage, http_status } | ApiError::KeyUnverified { stage, http_status } => {
+            Some((*stage, *http_status))
+        }
         _ => None,
     };
     let parts = (error.status(), error.code(), message.as_str());

@@ -232,8 +232,9 @@ pub enum ApiError {
     /// request (another method, body or preconditions) within 24 hours.
     #[error("Idempotency-Key already used on this record with another request")]
     IdempotencyKeyReused,
-    /// `verify` is not `true`, or is given more than once.
-    #[error("Invalid verify: the only value is true")]
+    /// `verify` is not `true`, is given more than once, or is given on a
+    /// route that verifies nothing.
+    #[error("Invalid verify parameter")]
     InvalidVerify(FieldError),
     /// `verify=true` and the MCP handshake failed; nothing was written.
     #[error("MCP server not verified: the handshake failed at {stage}")]
@@ -241,6 +242,15 @@ pub enum ApiError {
         /// Where it failed ([`crate::mcp::Failure::stage`]).
         stage: &'static str,
         /// The HTTP status the server answered, where that was the failure.
+        http_status: Option<u16>,
+    },
+    /// `verify=true` on an API key and the provider did not accept it;
+    /// nothing was written.
+    #[error("API key not verified: the provider check failed at {stage}")]
+    KeyUnverified {
+        /// Where it failed ([`crate::keycheck::KeyFailure::stage`]).
+        stage: &'static str,
+        /// The HTTP status the provider answered, where that was the failure.
         http_status: Option<u16>,
     },
     /// The body is missing, empty, not JSON, not an object, or not UTF-8.
@@ -314,7 +324,7 @@ impl ApiError {
             Self::NotFound(_) => 404,
             Self::Conflict => 409,
             Self::PreconditionFailed { .. } => 412,
-            Self::IdempotencyKeyReused | Self::McpUnverified { .. } => 422,
+            Self::IdempotencyKeyReused | Self::McpUnverified { .. } | Self::KeyUnverified { .. } => 422,
             Self::PayloadTooLarge { .. } => 413,
             Self::UnsupportedMediaType(_) => 415,
             Self::Internal => 500,
@@ -333,6 +343,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::InvalidVerify(_) => "invalid_verify",
             Self::McpUnverified { .. } => "mcp_unverified",
+            Self::KeyUnverified { .. } => "key_unverified",
             Self::InvalidJson(_) => "invalid_json",
             Self::Validation(_) => "validation_failed",
             Self::EmptyUpdate => "empty_update",

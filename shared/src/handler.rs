@@ -165,9 +165,8 @@ async fn apply<R: Resource, S: Store>(
     authorize(caller, &key)?;
     let preconditions = request::preconditions(request)?;
     let idempotency_key = request::idempotency_key(request)?;
-    // Only a record kind that can be verified reads `verify` (a constant:
-    // the other functions do not link the MCP client).
-    let verify = R::VERIFIES && request::verify(request)?;
+    // `verify` only where the record kind can be verified: 400 elsewhere.
+    let verify = request::verify(request, R::VERIFIES)?;
     let kind = request::BodyKind::of(request);
     let body = request::json_body(request, kind)?;
     // Every AWS call shares one budget, bounded by the invocation's

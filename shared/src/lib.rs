@@ -19,6 +19,7 @@ pub mod handler;
 pub mod ids;
 pub mod item;
 pub mod json;
+pub mod keycheck;
 pub mod lambda;
 pub mod logging;
 pub mod mcp;

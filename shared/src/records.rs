@@ -152,6 +152,32 @@ impl Attribute for Verification {
     }
 }
 
+/// What a passed `verify=true` check of an API key found, as the record
+/// shows it: when, and how many models the provider listed (its first
+/// page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct KeyVerification {
+    /// When the provider accepted the key.
+    pub verified_at: String,
+    /// How many models its list held.
+    pub models: u64,
+}
+
+impl Attribute for KeyVerification {
+    const KIND: Kind = Kind::Map;
+    fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
+        let Some(map) = crate::item::object(item, name)? else {
+            return Ok(None);
+        };
+        serde_json::from_value(Value::Object(map))
+            .map(Some)
+            .map_err(|_| ItemError {
+                attribute: name.into(),
+                expected: "a verification (M of verified_at, models)",
+            })
+    }
+}
+
 /// The field of `fields` holding a verification, and the fields it
 /// vouches for.
 pub const fn verification(fields: &[Field]) -> Option<(&'static str, &'static [&'static str])> {
@@ -263,6 +289,18 @@ impl Table {
     }
 }
 
+/// What `verify=true` checks for a record kind, as a pointer to the client
+/// that checks it.
+#[derive(Clone, Copy)]
+pub enum Verify {
+    /// Nothing: the route takes no `verify`.
+    Nothing,
+    /// An MCP handshake with the record's endpoint and headers.
+    Mcp(crate::mcp::Handshake),
+    /// The provider's model list, asked with the record's key.
+    Key(crate::keycheck::KeyCheck),
+}
+
 /// A record kind served by one update route.
 pub trait Resource: Serialize + Sized {
     /// Where it is stored.
@@ -286,17 +324,13 @@ pub trait Resource: Serialize + Sized {
     /// Whether a request may set a sealed field, so the function serving
     /// this kind needs a sealer (and no other function has one).
     const SEALS: bool = any_sealed(Self::FIELDS);
-    /// Whether a request may ask for its configuration to be verified
-    /// (`verify=true`), so the function serving this kind links the MCP
-    /// client (and no other function does).
-    const VERIFIES: bool = verification(Self::FIELDS).is_some();
-    /// The handshake `verify=true` runs, for a kind that verifies: a
-    /// pointer, so no other kind's function links the client.
-    const HANDSHAKE: Option<crate::mcp::Handshake> = if Self::VERIFIES {
-        Some(crate::mcp::system_handshake)
-    } else {
-        None
-    };
+    /// What `verify=true` checks: a pointer to the client that checks it,
+    /// so only the function serving a kind that verifies links its client.
+    const VERIFY: Verify = Verify::Nothing;
+    /// Whether a request may ask for its record to be verified
+    /// (`verify=true`): a kind with a [`Self::VERIFY`] and a field that
+    /// holds the verification.
+    const VERIFIES: bool = !matches!(Self::VERIFY, Verify::Nothing) && verification(Self::FIELDS).is_some();
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;
@@ -327,7 +361,7 @@ pub trait Resource: Serialize + Sized {
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:expr, named by $var:literal or $default:literal, at $route:literal, by $function:literal, named $noun:literal {
+        pub struct $name:ident in $table:expr, named by $var:literal or $default:literal, at $route:literal, by $function:literal, named $noun:literal $(, verified by $variant:ident($($check:tt)*))? {
             $( $(#[$field_meta:meta])* $field:ident: $ty:ty = $access:expr, )*
         }
         $( write_only { $( $secret:ident: $secret_ty:ty = $secret_rule:expr, )* } )?
@@ -346,6 +380,7 @@ macro_rules! record {
             const FUNCTION: &'static str = $function;
             const NOUN: &'static str = $noun;
             const UPDATED: &'static str = concat!($noun, " updated successfully");
+            $( const VERIFY: Verify = Verify::$variant($($check)*); )?
             const FIELDS: &'static [Field] = &[
                 $( Field {
                     name: stringify!($field),
@@ -372,7 +407,8 @@ record! {
     /// A provider API key. The secret `api_key` is write-only: the record
     /// has no field for it, so no response can carry it.
     pub struct ApiKey in Table::ApiKeys, named by "API_KEYS_TABLE" or "agent-server-api-keys",
-        at "/api/agent-server/api-keys/{id}", by "update-api-key", named "API key" {
+        at "/api/agent-server/api-keys/{id}", by "update-api-key", named "API key",
+        verified by Key(crate::keycheck::system_check) {
         /// Record id.
         id: String = Key,
         /// Provider the key belongs to (read-only).
@@ -381,6 +417,11 @@ record! {
         name: String = Set(Rule::Text { max: MAX_TEXT_CHARS }),
         /// Whether agents may use the key.
         enabled: bool = Set(Rule::Flag),
+        /// What the last check of the key with its provider found
+        /// (`verify=true`): gone once `api_key` changes unverified. Shown
+        /// only when there is one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        verification: KeyVerification = Access::Verification { of: &["api_key"] },
         /// Creation time.
         created_at: String = ReadOnly,
         /// Time of the last write.
@@ -394,7 +435,8 @@ record! {
 record! {
     /// An MCP server connection.
     pub struct McpServer in Table::McpServers, named by "MCP_SERVERS_TABLE" or "agent-server-mcp-servers",
-        at "/api/agent-server/mcp-servers/{id}", by "update-mcp-server", named "MCP server" {
+        at "/api/agent-server/mcp-servers/{id}", by "update-mcp-server", named "MCP server",
+        verified by Mcp(crate::mcp::system_handshake) {
         /// Record id.
         id: String = Key,
         /// Owning project.
@@ -473,6 +515,14 @@ mod tests {
             .iter()
             .map(|field| {
                 let value = match field.kind {
+                    // An API key's verification: when, and how many models.
+                    Kind::Map if field.access == (Access::Verification { of: &["api_key"] }) => A::M(
+                        [
+                            ("verified_at".to_string(), A::S("T".into())),
+                            ("models".to_string(), A::N("7".into())),
+                        ]
+                        .into(),
+                    ),
                     Kind::Map if matches!(field.access, Access::Verification { .. }) => A::M(
                         [
                             ("verified_at", A::S("T".into())),
@@ -534,7 +584,14 @@ mod tests {
     fn read_only_fields_are_the_common_ones_and_those_no_request_sets() {
         assert_eq!(
             ApiKey::read_only(),
-            ["id", "project_id", "created_at", "updated_at", "provider_type"]
+            [
+                "id",
+                "project_id",
+                "created_at",
+                "updated_at",
+                "provider_type",
+                "verification"
+            ]
         );
         assert_eq!(Model::read_only(), ALWAYS_READ_ONLY);
         assert_eq!(

@@ -277,6 +277,47 @@ pub async fn mcp_bearer() -> &'static McpPeer {
     mcp_peer(&MCP_BEARER, "tools/mcp-peers/run-bearer", "MCP bearer server").await
 }
 
+static LLMOCK: OnceCell<McpPeer> = OnceCell::const_new();
+static LLMOCK_REFUSING: OnceCell<McpPeer> = OnceCell::const_new();
+
+/// llmock (PyPI), a mock of the model providers' HTTP APIs serving each
+/// one's model list, on loopback: the peer `verify=true` on an API key is
+/// checked against (its bases: [`llmock_bases`]).
+///
+/// # Panics
+/// If it cannot be started (the tools virtualenv is missing: `make tools`).
+pub async fn llmock() -> &'static McpPeer {
+    mcp_peer(&LLMOCK, "tools/provider-peers/run-llmock", "llmock").await
+}
+
+/// llmock answering every request 401, as a provider refusing the key.
+///
+/// # Panics
+/// If it cannot be started.
+pub async fn llmock_refusing() -> &'static McpPeer {
+    mcp_peer(
+        &LLMOCK_REFUSING,
+        "tools/provider-peers/run-llmock-refusing",
+        "llmock refusing",
+    )
+    .await
+}
+
+/// Each provider's base URL on an llmock at `base`.
+pub fn llmock_bases(base: &str) -> agent_server_shared::keycheck::ProviderBases {
+    agent_server_shared::keycheck::ProviderBases::from_lookup(|name| {
+        let path = match name {
+            "OPENAI_BASE_URL" => "/v1",
+            "ANTHROPIC_BASE_URL" => "/anthropic",
+            "GEMINI_BASE_URL" => "/gemini",
+            "XAI_BASE_URL" => "/xai/v1",
+            _ => return None,
+        };
+        Some(format!("{base}{path}"))
+    })
+    .unwrap_or_else(|name| panic!("{name}: not a URL"))
+}
+
 /// A running local KMS (moto's server) with the secrets key created.
 pub struct KmsLocal {
     /// `http://127.0.0.1:PORT`.

@@ -54,14 +54,19 @@ fn project_id(request: &Request) -> Result<String, ApiError> {
 }
 
 /// Whether the request asks for `verify=true`: the one value `verify`
-/// takes, at most once (400 otherwise).
-pub fn verify(request: &Request) -> Result<bool, ApiError> {
+/// takes, at most once, on a route whose records can be verified
+/// (`verifies`); 400 otherwise.
+pub fn verify(request: &Request, verifies: bool) -> Result<bool, ApiError> {
     let invalid = |code, message| ApiError::InvalidVerify(FieldError::new("verify", code, message));
     match request.query_values("verify").as_slice() {
         [] => Ok(false),
+        [_, _, ..] => Err(invalid("repeated", "must be given at most once")),
+        [_] if !verifies => Err(invalid(
+            "invalid_value",
+            "this route takes no verify: it has nothing to verify",
+        )),
         [value] if value == "true" => Ok(true),
         [_] => Err(invalid("invalid_value", "the only value is true")),
-        _ => Err(invalid("repeated", "must be given at most once")),
     }
 }
 

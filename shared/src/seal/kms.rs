@@ -54,21 +54,22 @@ type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, SealError>> + Send + 'a
 
 type Encrypt = for<'a> fn(&'a KmsSealer, EncryptionContext<'a>, &'a [u8], Duration) -> Call<'a, Vec<u8>>;
 type GenerateDataKey = for<'a> fn(&'a KmsSealer, EncryptionContext<'a>, Duration) -> Call<'a, DataKey>;
-type Decrypt = for<'a> fn(&'a KmsSealer, &'a [u8], EncryptionContext<'a>, Duration) -> Call<'a, DataKey>;
+type Decrypt =
+    for<'a> fn(&'a KmsSealer, &'a [u8], EncryptionContext<'a>, Duration) -> Call<'a, Zeroizing<Vec<u8>>>;
 type DescribeKey = for<'a> fn(&'a KmsSealer, Duration) -> Call<'a, ()>;
 
 /// The KMS calls, as pointers ([`KmsSealer::calls`]).
 struct Calls {
     seal: Encrypt,
     new_data_key: GenerateDataKey,
-    open_data_key: Decrypt,
+    open: Decrypt,
     warm_up: DescribeKey,
 }
 
 static CALLS: Calls = Calls {
     seal: |sealer, context, plaintext, budget| Box::pin(sealer.encrypt(context, plaintext, budget)),
     new_data_key: |sealer, context, budget| Box::pin(sealer.generate_data_key(context, budget)),
-    open_data_key: |sealer, sealed, context, budget| Box::pin(sealer.decrypt(sealed, context, budget)),
+    open: |sealer, sealed, context, budget| Box::pin(sealer.decrypt(sealed, context, budget)),
     warm_up: |sealer, budget| Box::pin(sealer.describe_key(budget)),
 };
 
@@ -125,7 +126,20 @@ impl KmsSealer {
         context: EncryptionContext<'_>,
         budget: Duration,
     ) -> Result<DataKey, SealError> {
-        (self.calls.open_data_key)(self, sealed, context, budget).await
+        let plaintext = self.open(sealed, context, budget).await?;
+        DataKey::new(plaintext, sealed.to_vec())
+            .map_err(|error| SealError::Refused(format!("Decrypt: {error}")))
+    }
+
+    /// The plaintext KMS sealed under `context` (`Decrypt`, naming the
+    /// secrets key).
+    pub async fn open(
+        &self,
+        sealed: &[u8],
+        context: EncryptionContext<'_>,
+        budget: Duration,
+    ) -> Result<Zeroizing<Vec<u8>>, SealError> {
+        (self.calls.open)(self, sealed, context, budget).await
     }
 
     /// Opens the client's connection to KMS with one `DescribeKey` of the
@@ -187,7 +201,7 @@ impl KmsSealer {
         sealed: &[u8],
         context: EncryptionContext<'_>,
         budget: Duration,
-    ) -> Result<DataKey, SealError> {
+    ) -> Result<Zeroizing<Vec<u8>>, SealError> {
         let output = self
             .client
             .decrypt()
@@ -199,12 +213,10 @@ impl KmsSealer {
             .send()
             .await
             .map_err(classify)?;
-        let plaintext = output
+        output
             .plaintext
             .map(|key| Zeroizing::new(key.into_inner()))
-            .ok_or_else(|| SealError::Refused("Decrypt returned no plaintext".into()))?;
-        DataKey::new(plaintext, sealed.to_vec())
-            .map_err(|error| SealError::Refused(format!("Decrypt: {error}")))
+            .ok_or_else(|| SealError::Refused("Decrypt returned no plaintext".into()))
     }
 
     async fn describe_key(&self, budget: Duration) -> Result<(), SealError> {

@@ -82,6 +82,17 @@ impl MemorySealer {
             .map_err(|error| SealError::Refused(error.to_string()))
     }
 
+    pub(super) fn open(
+        &self,
+        sealed: &[u8],
+        context: EncryptionContext<'_>,
+    ) -> Result<Zeroizing<Vec<u8>>, SealError> {
+        self.call()?;
+        Self::unseal(context, sealed)
+            .map(Zeroizing::new)
+            .ok_or_else(|| SealError::Refused("InvalidCiphertextException".into()))
+    }
+
     /// The value `sealed` holds if it was sealed under `context`; `None`
     /// for any other context, as KMS's `Decrypt` refuses.
     pub fn unseal(context: EncryptionContext<'_>, sealed: &[u8]) -> Option<Vec<u8>> {

@@ -106,6 +106,21 @@ impl Sealer {
         }
     }
 
+    /// The plaintext KMS sealed under `context` (`Decrypt`), within
+    /// `budget`: a whole secret, opened to be sent where it belongs.
+    pub async fn open(
+        &self,
+        sealed: &[u8],
+        context: EncryptionContext<'_>,
+        budget: Duration,
+    ) -> Result<zeroize::Zeroizing<Vec<u8>>, SealError> {
+        match self {
+            Self::Kms(kms) => kms.open(sealed, context, budget).await,
+            #[cfg(feature = "memory-store")]
+            Self::Memory(memory) => memory.open(sealed, context),
+        }
+    }
+
     /// A new data key bound to `context`, within `budget`.
     pub async fn new_data_key(
         &self,

@@ -159,6 +159,25 @@ impl<'a> Session<'a> {
         opened
     }
 
+    /// The whole secret `field` of the record, `sealed` as stored: one KMS
+    /// `Decrypt` under the context it was sealed with.
+    pub async fn open_secret(
+        &mut self,
+        field: &str,
+        sealed: &[u8],
+    ) -> Result<crate::secret::Secret, SealError> {
+        let sealer = self.sealer.ok_or(SealError::NotConfigured)?;
+        let started = Instant::now();
+        let opened = sealer
+            .open(sealed, &context(field, &self.key), self.budget.remaining())
+            .await;
+        self.add_time(started);
+        let opened = opened?;
+        let text = std::str::from_utf8(&opened)
+            .map_err(|_| SealError::Refused("the opened secret is not text".into()))?;
+        Ok(crate::secret::Secret::from(text))
+    }
+
     /// `item` (as written, or kept) with its sealed values opened by the
     /// key this session holds.
     pub fn opened(&self, mut item: Item) -> Result<Item, OpenError> {

@@ -298,7 +298,7 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
             Write::Nothing => (Patch::new(), Vec::new()),
         };
         if self.verify {
-            self.handshake(&record, &mut set, &remove).await?;
+            self.verify_step(&record, &mut set, &remove).await?;
         }
         self.seal(&mut set, &mut remove).await?;
         Ok((set, remove))

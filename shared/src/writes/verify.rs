@@ -1,7 +1,8 @@
-//! The pipeline's verify step: the handshake a `verify=true` write waits
-//! on, run against the configuration the record would hold after the write
-//! (the record as read, its sealed values open, with what the write sets),
-//! and the verification it earns, set by that same write.
+//! The pipeline's verify step: what a `verify=true` write waits on (an MCP
+//! server's handshake, or an API key's check with its provider), run
+//! against what the record would hold after the write (the record as read,
+//! its sealed values open, with what the write sets), and the verification
+//! it earns, set by that same write.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,33 +14,105 @@ use super::{Pipeline, add_time, timestamp};
 use crate::budget::TIME_BUDGET;
 use crate::error::ApiError;
 use crate::item::Item;
-use crate::mcp::{DialPolicy, Failure, HANDSHAKE_BUDGET, Verified};
+use crate::keycheck::{KeyCheck, KeyFailure, Probe};
+use crate::mcp::{DialPolicy, Failure, HANDSHAKE_BUDGET, Handshake, Verified};
 use crate::patch::{Patch, Written};
-use crate::records::{self, Resource};
+use crate::provider::ProviderType;
+use crate::records::{self, Resource, Verify};
 use crate::rules::Rule;
 use crate::seal::values_field;
 use crate::secret::Secret;
 use crate::store::Store;
 
+/// The least a verification is given: less, and the request is answered
+/// as out of time before anything is dialed.
+const MIN_VERIFY: Duration = Duration::from_millis(1000);
+
+/// A verification that passed within this request: what it sent, and what
+/// it earned (for a try after a conflict that would send the same).
+pub(super) struct Passed {
+    sent: Sent,
+    verification: AttributeValue,
+}
+
+/// What a verification sent, and where.
+#[derive(PartialEq)]
+enum Sent {
+    Mcp {
+        endpoint: String,
+        headers: BTreeMap<String, Secret>,
+    },
+    Key {
+        provider: ProviderType,
+        key: Secret,
+    },
+}
+
 impl<R: Resource, S: Store> Pipeline<'_, R, S> {
-    /// Runs the handshake with what `record` (as read, opened) holds after
-    /// `set` and `remove`, and adds the verification it earns to `set`: a
-    /// 422 naming the failed stage otherwise. The handshake gets what the
-    /// budget holds beyond one more [`TIME_BUDGET`] for the write, at most
-    /// [`HANDSHAKE_BUDGET`]. A try after a conflict that would send what
-    /// passed already takes the same verification, without a second one.
-    pub(super) async fn handshake(
+    /// Verifies what `record` (as read, opened) holds after `set` and
+    /// `remove`, as the record kind verifies ([`Resource::VERIFY`]), and
+    /// adds the verification it earns to `set`: a 422 naming the failed
+    /// stage otherwise. It gets what the budget holds beyond one more
+    /// [`TIME_BUDGET`] for the write, at most [`HANDSHAKE_BUDGET`]. A try
+    /// after a conflict that would send what passed already takes the same
+    /// verification, without sending it again.
+    pub(super) async fn verify_step(
         &mut self,
         record: &Item,
         set: &mut Patch,
         remove: &[&'static str],
     ) -> Result<(), ApiError> {
-        // A constant per record kind: the functions whose records cannot be
-        // verified hold no pointer to the client, so their binaries lack it.
-        let (Some(handshake), Some((verification, _))) = (R::HANDSHAKE, records::verification(R::FIELDS))
-        else {
+        let Some((field, _)) = records::verification(R::FIELDS) else {
             return Ok(());
         };
+        // A constant per record kind: a function holds a pointer to its
+        // kind's client alone, so no other client is in its binary.
+        let verification = match R::VERIFY {
+            Verify::Nothing => return Ok(()),
+            Verify::Mcp(handshake) => self.handshake(handshake, record, set, remove).await?,
+            Verify::Key(check) => self.check_key(check, record, set).await?,
+        };
+        set.push((field, Written::Plain(verification)));
+        Ok(())
+    }
+
+    /// The time a verification gets, or the service's answer when the AWS
+    /// calls before it left too little (the server never had a fair chance:
+    /// 503, or 409 when an earlier try's verification took it).
+    fn verify_budget(&self) -> Result<Duration, ApiError> {
+        let budget = self
+            .budget
+            .remaining()
+            .saturating_sub(TIME_BUDGET)
+            .min(HANDSHAKE_BUDGET);
+        if budget >= MIN_VERIFY {
+            return Ok(budget);
+        }
+        Err(match self.passed {
+            Some(_) => ApiError::Conflict,
+            None => {
+                tracing::warn!("no time left for the verification: nothing written");
+                ApiError::Unavailable
+            }
+        })
+    }
+
+    /// The verification earned earlier in this request by sending `sent`.
+    fn passed_for(&self, sent: &Sent) -> Option<AttributeValue> {
+        self.passed
+            .as_ref()
+            .filter(|passed| passed.sent == *sent)
+            .map(|passed| passed.verification.clone())
+    }
+
+    /// An MCP handshake with the endpoint and headers the record would hold.
+    async fn handshake(
+        &mut self,
+        handshake: Handshake,
+        record: &Item,
+        set: &Patch,
+        remove: &[&'static str],
+    ) -> Result<AttributeValue, ApiError> {
         let endpoint = R::FIELDS
             .iter()
             .find(|field| field.rule() == Some(Rule::Endpoint))
@@ -48,82 +121,129 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         let headers = values_field(R::FIELDS)
             .map(|(field, _)| resulting_secrets(record, set, remove, field))
             .unwrap_or_default();
-        let budget = self
-            .budget
-            .remaining()
-            .saturating_sub(TIME_BUDGET)
-            .min(HANDSHAKE_BUDGET);
-        if let Some(earlier) = self.passed.as_ref().filter(|earlier| {
-            earlier.endpoint == endpoint.as_ref().map(Url::as_str).unwrap_or_default()
-                && earlier.headers == headers
-        }) {
-            set.push((verification, Written::Plain(earlier.verification.clone())));
-            return Ok(());
+        let sent = Sent::Mcp {
+            endpoint: endpoint.as_ref().map(Url::to_string).unwrap_or_default(),
+            headers,
+        };
+        if let Some(earlier) = self.passed_for(&sent) {
+            return Ok(earlier);
         }
-        // A budget the AWS calls before it ate: the server was never given a
-        // fair chance, so the answer is the service's (503, or 409 when an
-        // earlier try's handshake took it), not the server's 422.
-        if budget < MIN_HANDSHAKE {
-            return Err(match self.passed {
-                Some(_) => ApiError::Conflict,
-                None => {
-                    tracing::warn!("no time left for the MCP handshake: nothing written");
-                    ApiError::Unavailable
-                }
-            });
-        }
+        let budget = self.verify_budget()?;
+        let Sent::Mcp { headers, .. } = &sent else {
+            return Err(ApiError::Internal);
+        };
         let dial_policy = DialPolicy::of(self.app.settings.policy);
         let started = Instant::now();
         let outcome = match &endpoint {
             None => Err(Failure::AddressRefused),
-            Some(endpoint) => handshake(endpoint, &headers, &dial_policy, budget).await,
+            Some(endpoint) => handshake(endpoint, headers, &dial_policy, budget).await,
         };
         add_time(&mut self.calls.mcp, started);
-        match outcome {
-            Ok(verified) => {
-                tracing::info!(
-                    protocol_version = verified.protocol_version.as_str(),
-                    tools = verified.tools,
-                    "MCP handshake passed"
-                );
-                let stored = attribute(&verified);
-                set.push((verification, Written::Plain(stored.clone())));
-                self.passed = endpoint.map(|endpoint| Passed {
-                    endpoint: endpoint.to_string(),
-                    headers,
-                    verification: stored,
-                });
-                Ok(())
+        let verified = outcome.map_err(|failure| {
+            tracing::warn!(
+                stage = failure.stage(),
+                reason = %failure,
+                "MCP handshake failed: nothing written"
+            );
+            ApiError::McpUnverified {
+                stage: failure.stage(),
+                http_status: failure.http_status(),
             }
-            Err(failure) => {
-                tracing::warn!(
-                    stage = failure.stage(),
-                    reason = %failure,
-                    "MCP handshake failed: nothing written"
-                );
-                Err(ApiError::McpUnverified {
-                    stage: failure.stage(),
-                    http_status: failure.http_status(),
-                })
-            }
+        })?;
+        tracing::info!(
+            protocol_version = verified.protocol_version.as_str(),
+            tools = verified.tools,
+            "MCP handshake passed"
+        );
+        let verification = server_verification(&verified);
+        if endpoint.is_some() {
+            self.passed = Some(Passed {
+                sent,
+                verification: verification.clone(),
+            });
         }
+        Ok(verification)
+    }
+
+    /// A check with the record's provider of the key the write would
+    /// leave: the one it sets, else the stored one, opened (one KMS call).
+    async fn check_key(
+        &mut self,
+        check: KeyCheck,
+        record: &Item,
+        set: &Patch,
+    ) -> Result<AttributeValue, ApiError> {
+        let unverified = |failure: KeyFailure| {
+            tracing::warn!(
+                stage = failure.stage(),
+                reason = %failure,
+                "provider key check failed: nothing written"
+            );
+            ApiError::KeyUnverified {
+                stage: failure.stage(),
+                http_status: failure.http_status(),
+            }
+        };
+        let provider = match record.get("provider_type") {
+            Some(AttributeValue::S(spelling)) => ProviderType::parse(spelling),
+            _ => None,
+        }
+        .ok_or_else(|| unverified(KeyFailure::UnsupportedProvider))?;
+        let Some(field) = R::FIELDS.iter().find(|field| field.is_sealed()) else {
+            return Err(unverified(KeyFailure::NoKey));
+        };
+        let key = match set.iter().find(|(name, _)| *name == field.name) {
+            Some((_, Written::Secret(key))) => key.clone(),
+            _ => match record.get(field.name) {
+                Some(AttributeValue::B(sealed)) => {
+                    self.seals.open_secret(field.name, sealed.as_ref()).await?
+                }
+                // Stored before sealing.
+                Some(AttributeValue::S(text)) => Secret::from(text.as_str()),
+                _ => return Err(unverified(KeyFailure::NoKey)),
+            },
+        };
+        let sent = Sent::Key { provider, key };
+        if let Some(earlier) = self.passed_for(&sent) {
+            return Ok(earlier);
+        }
+        let budget = self.verify_budget()?;
+        let Sent::Key { key, .. } = &sent else {
+            return Err(ApiError::Internal);
+        };
+        let policy = DialPolicy::of(self.app.settings.policy);
+        let probe = Probe {
+            provider,
+            key,
+            base: self.app.settings.providers.base(provider),
+            policy: &policy,
+            budget,
+        };
+        let started = Instant::now();
+        let outcome = check(&probe).await;
+        add_time(&mut self.calls.mcp, started);
+        let models = outcome.map_err(unverified)?;
+        tracing::info!(provider = provider.as_str(), models, "provider key check passed");
+        let verification = AttributeValue::M(
+            [
+                ("verified_at", AttributeValue::S(timestamp())),
+                ("models", AttributeValue::N(models.to_string())),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect(),
+        );
+        self.passed = Some(Passed {
+            sent,
+            verification: verification.clone(),
+        });
+        Ok(verification)
     }
 }
 
-/// The least a handshake is given: less, and the request is answered as
-/// out of time before it dials.
-const MIN_HANDSHAKE: Duration = Duration::from_millis(1000);
-
-/// A handshake that passed within this request: what it sent, and the
-/// verification it earned.
-pub(super) struct Passed {
-    endpoint: String,
-    headers: BTreeMap<String, Secret>,
-    verification: AttributeValue,
-}
-
-/// The verification as stored: a map in the order the record shows it.
-fn attribute(verified: &Verified) -> AttributeValue {
+/// An MCP server's verification as stored: a map in the order the record
+/// shows it.
+fn server_verification(verified: &Verified) -> AttributeValue {
     AttributeValue::M(
         [
             ("verified_at", AttributeValue::S(timestamp())),

@@ -15,6 +15,7 @@ mod fail_closed;
 mod faults;
 mod handlers;
 mod idempotency;
+mod key_verify;
 mod lambda_events;
 mod load;
 mod local_api;

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use agent_server_shared::error::{ApiError, FieldError};
-use agent_server_shared::records::{ProviderType, Resource, Table};
+use agent_server_shared::records::{ProviderType, Resource, Table, Verify};
 use agent_server_shared::with_resource;
 use integration_tests::{length_limits, repo_root, rule_codes};
 use serde_json::Value;
@@ -67,6 +67,9 @@ struct Route {
     record_fields: Vec<String>,
     /// Whether it takes `verify=true`.
     verifies: bool,
+    /// What a failed verification answers: `mcp_unverified` or
+    /// `key_unverified` (none where the route verifies nothing).
+    unverified: Option<&'static str>,
 }
 
 fn record_fields<R: Resource>() -> Vec<String> {
@@ -98,6 +101,11 @@ fn route<R: Resource>(update: String, record: &'static str) -> Route {
             .collect(),
         record_fields: record_fields::<R>(),
         verifies: R::VERIFIES,
+        unverified: match R::VERIFY {
+            Verify::Nothing => None,
+            Verify::Mcp(_) => Some("mcp_unverified"),
+            Verify::Key(_) => Some("key_unverified"),
+        },
     }
 }
 
@@ -235,6 +243,10 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
             stage: "dns",
             http_status: None,
         },
+        ApiError::KeyUnverified {
+            stage: "refused",
+            http_status: None,
+        },
         ApiError::Unavailable,
         ApiError::Internal,
     ];
@@ -249,8 +261,11 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         let returned: Vec<&ApiError> = errors
             .iter()
             .filter(|e| route.scoped || !matches!(e, ApiError::InvalidProjectId(_)))
+            // Every route answers a `verify` it cannot take with 400; a
+            // failed verification is the kind's own 422.
             .filter(|e| {
-                route.verifies || !matches!(e, ApiError::InvalidVerify(_) | ApiError::McpUnverified { .. })
+                !matches!(e, ApiError::McpUnverified { .. } | ApiError::KeyUnverified { .. })
+                    || route.unverified == Some(e.code())
             })
             .collect();
         let mut expected: BTreeSet<String> = returned.iter().map(|e| e.status().to_string()).collect();
@@ -737,5 +752,10 @@ fn the_verification_stages_and_versions_are_the_client_s() {
     assert_eq!(
         strings(&verification["protocol_version"]["enum"]),
         PROTOCOL_VERSIONS
+    );
+    let key = &schema(&doc, "ApiKeyUnprocessableEnvelope")["properties"]["errorDetails"]["properties"];
+    assert_eq!(
+        strings(&key["stage"]["enum"]),
+        agent_server_shared::keycheck::KeyFailure::STAGES
     );
 }

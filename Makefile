@@ -7,8 +7,9 @@ SHELL := bash
 DYNAMODB_PORT ?= 8000
 KMS_PORT ?= 4566
 MCP_PORT ?= 8931
+PROVIDER_PORT ?= 8933
 API_ADDR ?= 127.0.0.1:3000
-export DYNAMODB_PORT KMS_PORT MCP_PORT API_ADDR
+export DYNAMODB_PORT KMS_PORT MCP_PORT PROVIDER_PORT API_ADDR
 
 # CI builds everything once, from scratch: incremental compilation's
 # bookkeeping is pure cost there. Local builds keep it.

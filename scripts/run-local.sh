@@ -10,6 +10,7 @@ dynamodb_port="${DYNAMODB_PORT:-8000}"
 kms_port="${KMS_PORT:-4566}"
 api_addr="${API_ADDR:-127.0.0.1:3000}"
 mcp_port="${MCP_PORT:-8931}"
+provider_port="${PROVIDER_PORT:-8933}"
 api_port="${api_addr##*:}"
 
 if is_open "$dynamodb_port"; then
@@ -70,6 +71,21 @@ else
   pids+=($!)
   mcp_flags=(--mcp-example "http://localhost:$mcp_port/mcp")
 fi
+# A mock of the model providers (llmock), for verify=true on an API key: every provider's base
+# points at it. Without it (its port taken) they stay the providers' own.
+if is_open "$provider_port"; then
+  echo "make run: port $provider_port is in use: no provider mock (choose one: make run PROVIDER_PORT=8934)" >&2
+  key_flags=()
+else
+  echo "make run: starting a mock of the model providers on 127.0.0.1:$provider_port (log: target/llmock.log)" >&2
+  "$root/tools/provider-peers/run-llmock" "$provider_port" >"$root/target/llmock.log" 2>&1 &
+  pids+=($!)
+  export OPENAI_BASE_URL="http://127.0.0.1:$provider_port/v1"
+  export ANTHROPIC_BASE_URL="http://127.0.0.1:$provider_port/anthropic"
+  export GEMINI_BASE_URL="http://127.0.0.1:$provider_port/gemini"
+  export XAI_BASE_URL="http://127.0.0.1:$provider_port/xai/v1"
+  key_flags=(--key-example)
+fi
 echo "make run: starting a local KMS on 127.0.0.1:$kms_port (log: target/kms-local.log)" >&2
 kms_start "$root/target/kms-local.log" "$kms_port"
 echo "make run: api_key and MCP header values are sealed under $SECRETS_KEY_ID (AWS_ENDPOINT_URL_KMS=$AWS_ENDPOINT_URL_KMS)" >&2
@@ -82,7 +98,7 @@ if [[ "${LAMBDA:-}" == 1 ]]; then
   echo "make run: the functions run under AWS's Runtime Interface Emulator (logs: target/update-*.log)" >&2
 fi
 "$root/target/debug/local-api" --setup --addr "$api_addr" --jwt-secret "$jwt_secret" \
-  --docs "$root/tools/docs/node_modules/swagger-ui-dist" "${rie_flags[@]}" "${mcp_flags[@]}" &
+  --docs "$root/tools/docs/node_modules/swagger-ui-dist" "${rie_flags[@]}" "${mcp_flags[@]}" "${key_flags[@]}" &
 api_pid=$!
 # `wait` returns when a trapped signal arrives, so the trap runs at once.
 wait "$api_pid"

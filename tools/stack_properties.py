@@ -39,7 +39,7 @@ def pipe_needs(table):
 
 
 GRANTS = {
-    "UpdateApiKeyFunction": [(TABLE, "ApiKeysTable"), (["kms:Encrypt", "kms:DescribeKey"], "SecretsKey"),
+    "UpdateApiKeyFunction": [(TABLE, "ApiKeysTable"), (["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),
                              (LOGS, "UpdateApiKeyLogs"), KEPT],
     "UpdateMcpServerFunction": [(TABLE, "McpServersTable"),
                                 (["kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),

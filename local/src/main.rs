@@ -92,6 +92,10 @@ struct Options {
     /// example against (make run starts MCP's reference server there)
     #[arg(long, value_name = "URL")]
     mcp_example: Option<String>,
+    /// With --setup: show a `verify=true` example on an API key (make run
+    /// points the providers' base URLs at a local mock)
+    #[arg(long)]
+    key_example: bool,
     /// AUTH: HS256 tokens signed with SECRET
     // A generated secret may start with `-` (URL-safe base64): a value,
     // never an option.
@@ -227,7 +231,11 @@ async fn run(options: Options, auth: Option<Auth>) -> Result<(), String> {
             _ => None,
         };
         let mcp = options.mcp_example.as_deref();
-        eprintln!("{}", try_these(addr, tokens.as_ref(), docs.renders(), mcp));
+        let examples = Examples {
+            mcp,
+            key: options.key_example,
+        };
+        eprintln!("{}", try_these(addr, tokens.as_ref(), docs.renders(), examples));
     }
     let shutdown = async {
         // If the signal handler cannot be installed, serve until killed.
@@ -304,7 +312,20 @@ fn development_tokens(secret: &str, projects_claim: &str) -> Result<DevelopmentT
     })
 }
 
-fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool, mcp: Option<&str>) -> String {
+/// The `verify=true` examples the printout shows, where their peers run.
+struct Examples<'a> {
+    /// An MCP server's URL.
+    mcp: Option<&'a str>,
+    /// Whether the providers' base URLs point at a local mock.
+    key: bool,
+}
+
+fn try_these(
+    addr: SocketAddr,
+    tokens: Option<&DevelopmentTokens>,
+    docs: bool,
+    examples: Examples<'_>,
+) -> String {
     let base = format!("http://{addr}/api/agent-server");
     let project = samples::PROJECT_ID;
     let (intro, all, one) = match tokens {
@@ -340,7 +361,16 @@ fn try_these(addr: SocketAddr, tokens: Option<&DevelopmentTokens>, docs: bool, m
         model = samples::MODEL_ID,
         docs = local_api::docs::DOCS_PATH,
     );
-    if let Some(endpoint) = mcp {
+    if examples.key {
+        text.push_str(&format!(
+            "\n# verify=true on an API key: written only if its provider (here a local mock) accepts\n\
+             # it; the record then shows `verification`, else 422 key_unverified with the stage\n\
+             curl -sS -X PUT '{base}/api-keys/{key}?verify=true'{all} -H 'Content-Type: application/json' \\\n  \
+             -d '{{\"api_key\": \"sk-local-example-key\"}}'\n",
+            key = samples::API_KEY_ID,
+        ));
+    }
+    if let Some(endpoint) = examples.mcp {
         text.push_str(&format!(
             "\n# verify=true: written only if an MCP handshake with the endpoint succeeds; the record\n\
              # then shows what the server announced (`verification`), else 422 with the failed stage\n\

@@ -1,6 +1,6 @@
 """The stack's properties (docs/testing.md), on a template as written and after SAM's transform (offline):
 only-way-in (a function is reached only through an authorized route of the template's API), grants (each
-role allows exactly what its user calls, GRANTS below, and only its service may assume it), key-policies (no
+role allows exactly what its user calls, grants_of below, and only its service may assume it), key-policies (no
 key policy lets others than the account's administration use a key unless a condition narrows it) and
 jwt-authorizers (every JWT authorizer names an issuer and an audience, under every choice of conditions).
 
@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import pathlib
 import re
 import sys
 
@@ -23,32 +24,68 @@ from samtranslator.translator.transform import transform
 logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 
 # What each role's user calls, on which resource: every grant present, and none
-# beyond them (X-Ray's, which take no resource, aside). A pipe's needs are its
-# stream, the tables' key (through DynamoDB), its bus and its dead-letter queue.
+# beyond them (X-Ray's, which take no resource, aside). Which resources, the
+# template says (a function's table, log group, kept outcomes and key through
+# its environment and logging; a pipe's stream, table key, bus and dead-letter
+# queue through its properties); which KMS calls a function makes, the code
+# says (tools/resources.json, written from the record kinds' declarations).
 TABLE = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"]
 # A keyed update's outcome: read with the record, kept in its transaction, each function's own only.
-KEPT = (["dynamodb:BatchGetItem", "dynamodb:PutItem"], "IdempotencyTable")
+KEPT_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:PutItem"]
+KEPT_VARIABLE = "IDEMPOTENCY_TABLE"
+SECRETS_VARIABLE = "SECRETS_KEY_ID"
 LOGS = ["logs:CreateLogStream", "logs:PutLogEvents"]
 STREAM = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+KINDS = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())["kinds"]
 
 
-def pipe_needs(table):
-    return [(STREAM, table), (["kms:Decrypt"], "DataKey"), (["events:PutEvents"], "ChangeEventBus"),
-            (["sqs:SendMessage"], "ChangeEventsDeadLetterQueue")]
+def one_ref(value, resources):
+    """The one resource of the template `value` refers to (a Ref, a GetAtt, either branch of an If), else None."""
+    found = set(refs(value)) & set(resources)
+    return found.pop() if len(found) == 1 else None
 
 
-GRANTS = {
-    "UpdateApiKeyFunction": [(TABLE, "ApiKeysTable"), (["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),
-                             (LOGS, "UpdateApiKeyLogs"), KEPT],
-    "UpdateMcpServerFunction": [(TABLE, "McpServersTable"),
-                                (["kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"], "SecretsKey"),
-                                (LOGS, "UpdateMcpServerLogs"), KEPT],
-    "UpdateModelFunction": [(TABLE, "ModelsTable"), (LOGS, "UpdateModelLogs"), KEPT],
-    "ApiKeysChangePipe": pipe_needs("ApiKeysTable"),
-    "McpServersChangePipe": pipe_needs("McpServersTable"),
-    "ModelsChangePipe": pipe_needs("ModelsTable"),
-}
+def function_needs(name, resource, resources, globals_env):
+    """A function's grants: its kind's table, kept outcomes, log group and KMS calls, named by the template."""
+    props = resource.get("Properties", {})
+    binary = resource.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+    kind = next((k for k in KINDS if k["function"] == binary), None)
+    if kind is None:
+        return None
+    env = {**globals_env, **props.get("Environment", {}).get("Variables", {})}
+    needs = [(TABLE, one_ref(env.get(kind["table_variable"]), resources)),
+             (KEPT_ACTIONS, one_ref(env.get(KEPT_VARIABLE), resources)),
+             (LOGS, one_ref(props.get("LoggingConfig", {}).get("LogGroup"), resources))]
+    if kind["kms"]:
+        needs.append((kind["kms"], one_ref(env.get(SECRETS_VARIABLE), resources)))
+    return needs
+
+
+def pipe_needs(resource, resources):
+    """A pipe's grants: its stream (and so its table's key, through DynamoDB), its bus, its dead-letter queue."""
+    props = resource.get("Properties", {})
+    table = one_ref(props.get("Source"), resources)
+    key = one_ref(resources.get(table, {}).get("Properties", {}).get("SSESpecification", {}).get("KMSMasterKeyId"),
+                  resources)
+    queue = props.get("SourceParameters", {}).get("DynamoDBStreamParameters", {}).get("DeadLetterConfig", {})
+    return [(STREAM, table), (["kms:Decrypt"], key), (["events:PutEvents"], one_ref(props.get("Target"), resources)),
+            (["sqs:SendMessage"], one_ref(queue.get("Arn"), resources))]
+
+
+def grants_of(template):
+    """Each role user's grants: every function the code declares, every pipe."""
+    resources = template.get("Resources", {})
+    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    found = {}
+    for name, resource in resources.items():
+        if resource.get("Type") in FUNCTION_TYPES:
+            needs = function_needs(name, resource, resources, globals_env)
+            if needs is not None:
+                found[name] = needs
+        elif resource.get("Type") == "AWS::Pipes::Pipe":
+            found[name] = pipe_needs(resource, resources)
+    return found
 # Who may assume a role, by the type of its user.
 ASSUMED_BY = {"AWS::Serverless::Function": "lambda.amazonaws.com", "AWS::Lambda::Function": "lambda.amazonaws.com",
               "AWS::Pipes::Pipe": "pipes.amazonaws.com"}
@@ -212,9 +249,15 @@ def grants(template):
     policy_types = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
     problems += [f"{name} attaches a policy from outside its role" for name, r in resources.items()
                  if r.get("Type") in policy_types]
-    for user, needs in GRANTS.items():
-        if user not in resources:
-            continue  # A stack without change events has no pipes.
+    declared = {kind["function"] for kind in KINDS}
+    built = {r.get("Metadata", {}).get("BuildProperties", {}).get("Binary") for r in resources.values()
+             if r.get("Type") in FUNCTION_TYPES}
+    problems += [f"no function in the template builds {binary}, which the code declares" for binary in declared - built]
+    for user, needs in grants_of(template).items():
+        missing = [actions for actions, resource in needs if resource is None]
+        if missing:
+            problems.append(f"{user}: the template names no one resource it needs {missing[0][0]} on")
+            continue
         props = resources[user].get("Properties", {})
         roles = set(refs(props.get("Role") or props.get("RoleArn") or {})) & set(resources)
         if len(roles) != 1:
@@ -236,8 +279,9 @@ def grants(template):
             if s.get("Effect") != "Allow":
                 continue
             on = set(refs(s.get("Resource")))
-            if KEPT[1] in on and own_keys(resources[user]) != s.get("Condition"):
-                problems.append(f"{user}'s role reaches {KEPT[1]} beyond its own items")
+            kept = [resource for actions, resource in needs if actions is KEPT_ACTIONS]
+            if kept and kept[0] in on and own_keys(resources[user]) != s.get("Condition"):
+                problems.append(f"{user}'s role reaches {kept[0]} beyond its own items")
             for action in listed(s.get("Action")):
                 allowed = (action in XRAY and listed(s.get("Resource")) == ["*"]) or any(
                     action in actions and on == {resource} for actions, resource in needs)

@@ -275,6 +275,33 @@ impl Table {
         with_resource!(self, R => R::SEALS)
     }
 
+    /// The KMS calls the function serving this kind makes on the secrets
+    /// key, from how its fields are sealed and how it verifies: a whole
+    /// secret `Encrypt`ed (and `Decrypt`ed to check it with its provider),
+    /// values under a data key (`GenerateDataKey`, `Decrypt`), and
+    /// `DescribeKey` at start-up wherever it seals. What its role must
+    /// allow, and no more (`tools/resources.json`, which the template's
+    /// checks read, is written from it).
+    pub fn kms_calls(self) -> Vec<&'static str> {
+        let mut calls = Vec::new();
+        for field in self.fields() {
+            match field.sealing() {
+                Some(Sealing::Whole) => {
+                    calls.push("kms:Encrypt");
+                    if with_resource!(self, R => matches!(R::VERIFY, Verify::Key(_))) {
+                        calls.push("kms:Decrypt");
+                    }
+                }
+                Some(Sealing::Values { .. }) => calls.extend(["kms:GenerateDataKey", "kms:Decrypt"]),
+                None => {}
+            }
+        }
+        if !calls.is_empty() {
+            calls.push("kms:DescribeKey");
+        }
+        calls
+    }
+
     /// Whether any record kind seals a field (a constant: what an app
     /// serving every route needs).
     pub const fn any_seals() -> bool {

@@ -26,6 +26,7 @@ mod openapi;
 mod packaging;
 mod properties;
 mod readme;
+mod resources;
 mod sdk_errors;
 mod sealing;
 mod secrets;

@@ -1,0 +1,44 @@
+//! `tools/resources.json`: what the template's checks (`tools/stack_properties.py`) read of the
+//! code, written from the record kinds' own declarations, so the checks restate nothing the code
+//! says. Stale, it fails here; `UPDATE_RESOURCES=1 cargo test -p integration-tests --test
+//! integration resources` writes it again.
+
+use agent_server_shared::Table;
+use serde_json::{Value, json};
+
+/// Each record kind's function (its binary, as template.yaml's `BuildProperties.Binary` names it),
+/// the variable naming its table, and the KMS calls it makes on the secrets key.
+fn declared() -> Value {
+    let kinds: Vec<Value> = Table::ALL
+        .into_iter()
+        .map(|table| {
+            json!({
+                "function": table.function(),
+                "table_variable": table.env_var(),
+                "kms": table.kms_calls(),
+            })
+        })
+        .collect();
+    json!({
+        "about": "Written from shared/src/records.rs by tests/tests/integration/resources.rs: edit the code, not this file.",
+        "kinds": kinds,
+    })
+}
+
+#[test]
+fn tools_resources_json_is_the_code_s_list() {
+    let path = integration_tests::repo_root().join("tools/resources.json");
+    let expected = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&declared()).unwrap_or_default()
+    );
+    if std::env::var_os("UPDATE_RESOURCES").is_some() {
+        std::fs::write(&path, &expected).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == expected,
+        "{} is not the code's list; UPDATE_RESOURCES=1 cargo test -p integration-tests --test integration resources writes it:\n{expected}",
+        path.display()
+    );
+}

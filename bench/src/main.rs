@@ -138,6 +138,9 @@ struct Subject {
     /// Whether it is the MCP-server function: it gets the MCP servers'
     /// table, the secrets key and the KMS endpoint.
     mcp: bool,
+    /// Whether it checks keys with a provider: the providers' bases point at
+    /// the run's mock, over TLS.
+    provider: bool,
     /// Whether its event carries an `Idempotency-Key`, and which.
     keyed: Keying,
 }
@@ -314,6 +317,13 @@ async fn run(options: Options) -> Result<(), String> {
     let mcp_tls = tls::Endpoint::start(&credentials, mcp_port).await?;
     let mcp_url = format!("{}/mcp", mcp_tls.url);
     eprintln!("bench: MCP reference server on {} (TLS {mcp_url})", everything.base);
+    // llmock, the providers' mock, the peer of verify=true on an API key,
+    // behind a TLS endpoint of the same CA: providers are reached over https.
+    let providers = integration_tests::llmock().await;
+    let providers_port = providers.base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let providers_tls = tls::Endpoint::start(&credentials, providers_port).await?;
+    let openai_base = format!("{}/v1", providers_tls.url);
+    eprintln!("bench: provider mock on {} (TLS {openai_base})", providers.base);
     // DynamoDB Local is a JVM: its first thousands of requests run
     // interpreted and are compiled as they come. Warm it up before anything
     // is timed, so that no implementation pays for the emulator's warm-up.
@@ -347,6 +357,7 @@ async fn run(options: Options) -> Result<(), String> {
             event: None,
             kms: false,
             mcp: false,
+            provider: false,
             keyed: Keying::None,
         },
         Subject {
@@ -359,7 +370,15 @@ async fn run(options: Options) -> Result<(), String> {
         },
         rust("raw UpdateItem function (Rust)", floors.join("raw-update"), true),
         api_key_subject("update-api-key, no api_key (Rust)", release.join("update-api-key"), plain_key),
-        api_key_subject("update-api-key, seals api_key (Rust)", release.join("update-api-key"), sealing_key),
+        api_key_subject("update-api-key, seals api_key (Rust)", release.join("update-api-key"), sealing_key.clone()),
+        Subject {
+            provider: true,
+            ..api_key_subject(
+                "update-api-key, seals api_key, verify=true (Rust)",
+                release.join("update-api-key"),
+                verified(&sealing_key)?,
+            )
+        },
         Subject {
             kms: true,
             ..rust("raw Encrypt function (Rust)", floors.join("raw-encrypt"), true)
@@ -434,6 +453,7 @@ async fn run(options: Options) -> Result<(), String> {
             key_id: &kms.key_id,
             tls: setup.tls.then_some(&tls),
             mcp_ca: &mcp_tls.bundle,
+            openai_base: &openai_base,
             controller,
             options: &options,
         };
@@ -508,6 +528,7 @@ fn rust(name: &str, program: PathBuf, envelope: bool) -> Subject {
         event: None,
         kms: false,
         mcp: false,
+        provider: false,
         keyed: Keying::None,
     }
 }
@@ -656,6 +677,9 @@ struct Context<'a> {
     tls: Option<&'a tls::Endpoint>,
     /// The bundle that trusts the MCP server's TLS endpoint, in every setup.
     mcp_ca: &'a Path,
+    /// OpenAI's base at the provider mock, behind a TLS endpoint of the
+    /// same CA as the MCP server's.
+    openai_base: &'a str,
     controller: Option<&'a Controller>,
     options: &'a Options,
 }
@@ -677,6 +701,7 @@ async fn measure(
         key_id,
         tls,
         mcp_ca,
+        openai_base,
         controller,
         options,
     } = context;
@@ -783,6 +808,14 @@ async fn measure(
     if subject.mcp {
         // The MCP server is reached over TLS in every setup.
         command.env("SSL_CERT_FILE", mcp_ca);
+    }
+    if subject.provider {
+        // The provider, too (its endpoint's CA is the MCP server's); on
+        // loopback, as a private gateway would be in a VPC.
+        command
+            .env("OPENAI_BASE_URL", openai_base)
+            .env("ALLOW_PRIVATE_ENDPOINTS", "true")
+            .env("SSL_CERT_FILE", mcp_ca);
     }
     let mut child = command
         .spawn()

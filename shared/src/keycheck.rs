@@ -16,9 +16,11 @@ use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use url::Url;
+use zeroize::Zeroizing;
 
 use crate::mcp::{DialPolicy, Failure as DialFailure, Resolve, SystemResolver, dial};
 use crate::provider::ProviderType;
+use crate::rules::endpoint::{HostClass, classify_host};
 use crate::secret::Secret;
 
 /// The most bytes of a model list read.
@@ -45,7 +47,7 @@ impl ProviderBases {
                 .unwrap_or_else(|| provider.default_base().to_string());
             let base = Url::parse(&text)
                 .ok()
-                .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+                .filter(acceptable_base)
                 .ok_or(provider.base_var())?;
             bases.push(base);
         }
@@ -57,6 +59,25 @@ impl ProviderBases {
     pub fn base(&self, provider: ProviderType) -> &Url {
         &self.bases[provider as usize]
     }
+}
+
+/// Whether `url` may be a provider's base: `https` (plain `http` only to
+/// loopback: a local mock), with a host no endpoint rule forbids (never a
+/// metadata service or link-local address; a private gateway is fine).
+fn acceptable_base(url: &Url) -> bool {
+    let Some(host) = url.host() else {
+        return false;
+    };
+    let loopback = match &host {
+        url::Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(address) => address.is_loopback(),
+        url::Host::Ipv6(address) => address.is_loopback(),
+    };
+    let scheme = url.scheme() == "https" || (url.scheme() == "http" && loopback);
+    scheme
+        && classify_host(&host) != HostClass::Forbidden
+        && url.username().is_empty()
+        && url.password().is_none()
 }
 
 impl Default for ProviderBases {
@@ -270,10 +291,14 @@ impl ProviderType {
             Some(query) => format!("{}?{query}", url.path()),
             None => url.path().to_string(),
         };
+        // Copies of the key are wiped when dropped, as the key is.
         let (name, value) = match self {
-            Self::OpenAI | Self::XAi => ("authorization", format!("Bearer {}", key.expose())),
-            Self::Anthropic => ("x-api-key", key.expose().to_string()),
-            Self::Gemini => ("x-goog-api-key", key.expose().to_string()),
+            Self::OpenAI | Self::XAi => (
+                "authorization",
+                Zeroizing::new(format!("Bearer {}", key.expose())),
+            ),
+            Self::Anthropic => ("x-api-key", Zeroizing::new(key.expose().to_string())),
+            Self::Gemini => ("x-goog-api-key", Zeroizing::new(key.expose().to_string())),
         };
         let mut value = HeaderValue::from_str(&value).map_err(|_| unbuilt())?;
         value.set_sensitive(true);
@@ -337,7 +362,28 @@ mod tests {
                 .as_str(),
             "http://127.0.0.1:9/v1/models"
         );
-        assert!(ProviderBases::from_lookup(|_| Some("not a url".into())).is_err());
+        for refused in [
+            "not a url",
+            "http://api.example.com/v1",
+            "https://169.254.169.254/v1",
+            "https://user:pass@api.example.com",
+            "ftp://api.example.com",
+        ] {
+            assert!(
+                ProviderBases::from_lookup(|_| Some(refused.into())).is_err(),
+                "{refused}"
+            );
+        }
+        for accepted in [
+            "https://10.1.2.3/v1",
+            "http://127.0.0.1:9/v1",
+            "http://localhost:9",
+        ] {
+            assert!(
+                ProviderBases::from_lookup(|_| Some(accepted.into())).is_ok(),
+                "{accepted}"
+            );
+        }
     }
 
     #[test]

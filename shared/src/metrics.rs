@@ -97,6 +97,8 @@ pub struct Calls {
     pub kms: Option<Duration>,
     /// Around the MCP handshake of `verify=true`, if one ran.
     pub mcp: Option<Duration>,
+    /// Around an API key's check with its provider (`verify=true`), if one ran.
+    pub provider: Option<Duration>,
 }
 
 /// One request, as its metrics line reports it.
@@ -148,6 +150,7 @@ pub fn document(namespace: &str, measurement: &Measurement<'_>, timestamp_ms: i6
         ("DynamoDbLatency", measurement.calls.dynamodb),
         ("KmsLatency", measurement.calls.kms),
         ("McpHandshakeLatency", measurement.calls.mcp),
+        ("ProviderCheckLatency", measurement.calls.provider),
     ] {
         if let Some(time) = time {
             metrics.push(json!({"Name": name, "Unit": "Milliseconds"}));
@@ -230,6 +233,7 @@ mod tests {
                 dynamodb: None,
                 kms: Some(Duration::from_millis(3)),
                 mcp: None,
+                provider: None,
             },
             cold_start: true,
         };

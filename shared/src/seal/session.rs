@@ -16,6 +16,7 @@ use crate::budget::Budget;
 use crate::item::Item;
 use crate::patch::{Patch, Written};
 use crate::records::{Field, Sealing};
+use crate::secret::Secret;
 use crate::store::Key;
 
 /// Why a stored record could not be opened before a write.
@@ -27,9 +28,10 @@ pub enum Unopened {
     /// KMS did not open its data key.
     #[error("{0}")]
     Seal(#[from] SealError),
-    /// Its data key is not the one this request holds: another write
-    /// sealed its values since (opening that one would be a second KMS call).
-    #[error("the record's data key was replaced during the request")]
+    /// Its data key, or its sealed secret, is not the one this request
+    /// opened: another write sealed it since (opening that one would be a
+    /// second KMS call).
+    #[error("the record's sealed key was replaced during the request")]
     KeyReplaced,
 }
 
@@ -43,6 +45,11 @@ pub struct Session<'a> {
     data_key: Option<DataKey>,
     /// A key of a kept copy's own, for values the record holds as text.
     copy_key: Option<DataKey>,
+    /// The whole secret this session sealed, and its ciphertext: a try
+    /// after a conflict seals the same text again without a KMS call.
+    sealed_whole: Option<(Secret, Vec<u8>)>,
+    /// The stored whole secret this session opened, as stored and opened.
+    opened_whole: Option<(Vec<u8>, Secret)>,
     /// Time spent waiting on KMS.
     kms: Option<Duration>,
 }
@@ -58,6 +65,8 @@ impl<'a> Session<'a> {
             budget,
             data_key: None,
             copy_key: None,
+            sealed_whole: None,
+            opened_whole: None,
             kms: None,
         }
     }
@@ -89,17 +98,25 @@ impl<'a> Session<'a> {
                     let Written::Secret(plaintext) = &*value else {
                         continue;
                     };
-                    let sealer = self.sealer.ok_or(SealError::NotConfigured)?;
-                    let started = Instant::now();
-                    let sealed = sealer
-                        .seal(
-                            &context(field.name, &self.key),
-                            plaintext.expose().as_bytes(),
-                            self.budget.remaining(),
-                        )
-                        .await;
-                    self.add_time(started);
-                    *value = Written::Plain(AttributeValue::B(Blob::new(sealed?)));
+                    let sealed = match &self.sealed_whole {
+                        Some((text, sealed)) if text == plaintext => sealed.clone(),
+                        _ => {
+                            let sealer = self.sealer.ok_or(SealError::NotConfigured)?;
+                            let started = Instant::now();
+                            let sealed = sealer
+                                .seal(
+                                    &context(field.name, &self.key),
+                                    plaintext.expose().as_bytes(),
+                                    self.budget.remaining(),
+                                )
+                                .await;
+                            self.add_time(started);
+                            let sealed = sealed?;
+                            self.sealed_whole = Some((plaintext.clone(), sealed.clone()));
+                            sealed
+                        }
+                    };
+                    *value = Written::Plain(AttributeValue::B(Blob::new(sealed)));
                 }
                 Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
                     ValuesWrite::Seal => {
@@ -160,12 +177,16 @@ impl<'a> Session<'a> {
     }
 
     /// The whole secret `field` of the record, `sealed` as stored: one KMS
-    /// `Decrypt` under the context it was sealed with.
-    pub async fn open_secret(
-        &mut self,
-        field: &str,
-        sealed: &[u8],
-    ) -> Result<crate::secret::Secret, SealError> {
+    /// `Decrypt` under the context it was sealed with, once a request (a
+    /// try after a conflict finds it opened; another one there is 409).
+    pub async fn open_secret(&mut self, field: &str, sealed: &[u8]) -> Result<Secret, Unopened> {
+        if let Some((stored, opened)) = &self.opened_whole {
+            return if stored.as_slice() == sealed {
+                Ok(opened.clone())
+            } else {
+                Err(Unopened::KeyReplaced)
+            };
+        }
         let sealer = self.sealer.ok_or(SealError::NotConfigured)?;
         let started = Instant::now();
         let opened = sealer
@@ -175,7 +196,9 @@ impl<'a> Session<'a> {
         let opened = opened?;
         let text = std::str::from_utf8(&opened)
             .map_err(|_| SealError::Refused("the opened secret is not text".into()))?;
-        Ok(crate::secret::Secret::from(text))
+        let secret = Secret::from(text);
+        self.opened_whole = Some((sealed.to_vec(), secret.clone()));
+        Ok(secret)
     }
 
     /// `item` (as written, or kept) with its sealed values opened by the

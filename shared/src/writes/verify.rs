@@ -211,7 +211,12 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         let Sent::Key { key, .. } = &sent else {
             return Err(ApiError::Internal);
         };
-        let policy = DialPolicy::of(self.app.settings.policy);
+        // The base is the operator's (a private gateway is fine); what no
+        // endpoint may reach (metadata, link-local, the Runtime API) stays
+        // refused, at every address it resolves to.
+        let policy = DialPolicy::of(crate::rules::Policy {
+            allow_private_endpoints: true,
+        });
         let probe = Probe {
             provider,
             key,
@@ -221,7 +226,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         };
         let started = Instant::now();
         let outcome = check(&probe).await;
-        add_time(&mut self.calls.mcp, started);
+        add_time(&mut self.calls.provider, started);
         let models = outcome.map_err(unverified)?;
         tracing::info!(provider = provider.as_str(), models, "provider key check passed");
         let verification = AttributeValue::M(

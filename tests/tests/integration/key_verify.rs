@@ -473,3 +473,102 @@ impl Peer {
         self.heads.lock().unwrap().clone()
     }
 }
+
+/// A store on which another writer renames the record once, just before
+/// the first write lands: that write finds another version and the
+/// request reads and tries again.
+struct RacedOnce {
+    inner: agent_server_shared::store::MemoryStore,
+    raced: std::sync::atomic::AtomicBool,
+}
+
+impl agent_server_shared::Store for RacedOnce {
+    async fn read(
+        &self,
+        table: agent_server_shared::Table,
+        key: &Key,
+        budget: Duration,
+    ) -> Result<Option<Item>, agent_server_shared::store::StoreError> {
+        self.inner.read(table, key, budget).await
+    }
+
+    async fn update(
+        &self,
+        update: agent_server_shared::store::Update,
+    ) -> Result<Item, agent_server_shared::store::StoreError> {
+        if !self.raced.swap(true, Ordering::SeqCst) {
+            let racer = agent_server_shared::store::Update {
+                set: vec![("name", AttributeValue::S("Racer".into()))].into(),
+                remove: Vec::new(),
+                unchanged: Vec::new(),
+                write_id: agent_server_shared::store::Update::new_write_id(),
+                ..update.clone()
+            };
+            assert!(self.inner.update(racer).await.is_ok());
+        }
+        self.inner.update(update).await
+    }
+}
+
+/// A verifying write that loses a race tries again without a second KMS
+/// call or a second call to the provider: the key it sealed, or the stored
+/// key it opened, and the verification it earned, stand.
+#[tokio::test]
+async fn a_verifying_write_that_loses_a_race_calls_kms_and_the_provider_once() {
+    let peer = Peer::start(Behaviour::Checks).await;
+    peer.expect(&format!("authorization: bearer {}", SENTINEL.to_lowercase()));
+    for saved in [false, true] {
+        let memory = Arc::new(agent_server_shared::seal::MemorySealer::new());
+        let app = App {
+            store: RacedOnce {
+                inner: agent_server_shared::store::MemoryStore::new(),
+                raced: std::sync::atomic::AtomicBool::new(saved),
+            },
+            settings: agent_server_shared::Settings {
+                policy: Policy {
+                    allow_private_endpoints: true,
+                },
+                providers: all_at(&peer.url("http")),
+                ..agent_server_shared::Settings::default()
+            },
+            sealer: Some(Sealer::Memory(memory.clone())),
+        };
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut item = Route::ApiKeys.item("", &id);
+        item.insert("provider_type".into(), AttributeValue::S("OpenAI".into()));
+        app.store.inner.put(agent_server_shared::Table::ApiKeys, item);
+        if saved {
+            // Sealed by a write without verify; then the race is armed.
+            let event = integration_tests::events::Event::put(Route::ApiKeys, &id, None)
+                .json(&json!({"api_key": SENTINEL}));
+            assert_eq!(Route::ApiKeys.call(&app, event.request()).await.status(), 200);
+            app.store.raced.store(false, Ordering::SeqCst);
+        }
+        let (calls, asked) = (memory.calls(), peer.requests());
+        let event = if saved {
+            integration_tests::events::Event::patch(Route::ApiKeys, &id, None).body("{}")
+        } else {
+            integration_tests::events::Event::put(Route::ApiKeys, &id, None)
+                .json(&json!({"api_key": SENTINEL}))
+        }
+        .query("verify=true");
+        let response = Route::ApiKeys.call(&app, event.request()).await;
+        let body = integration_tests::body_json(&response);
+        assert_eq!(response.status(), 200, "saved {saved}: {body}");
+        assert_eq!(
+            body["data"]["name"], "Racer",
+            "the race was lost and the write tried again"
+        );
+        assert_eq!(body["data"]["verification"]["models"], 2);
+        assert_eq!(
+            memory.calls() - calls,
+            1,
+            "saved {saved}: one Encrypt or one Decrypt"
+        );
+        assert_eq!(
+            peer.requests() - asked,
+            1,
+            "saved {saved}: one call to the provider"
+        );
+    }
+}

@@ -412,12 +412,29 @@ pub async fn kms_decrypt(endpoint: &str, sealed: &[u8], context: &[(&str, &str)]
     }
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, for a server about to bind it. It
+/// lies below the kernel's ephemeral range (32768 and up), so no socket the
+/// kernel numbers (a test's listener on port 0, an outgoing connection) can
+/// take it in the second a peer takes to start, and each is handed out once
+/// per process (from an offset of its own, for the processes beside it).
 pub fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("no free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let offset = std::process::id().wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        let Ok(port) = u16::try_from(FIRST + (offset + step) % SPAN) else {
+            continue;
+        };
+        // Every IPv4 address: a peer that binds them all (or IPv6's any,
+        // dual-stack) must find none of them taken.
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range")
 }
 
 /// A client for `endpoint`. Each test makes its own: a client's connection

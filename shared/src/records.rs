@@ -140,16 +140,30 @@ pub struct Verification {
 impl Attribute for Verification {
     const KIND: Kind = Kind::Map;
     fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
-        let Some(map) = crate::item::object(item, name)? else {
-            return Ok(None);
-        };
-        serde_json::from_value(Value::Object(map))
-            .map(Some)
-            .map_err(|_| ItemError {
-                attribute: name.into(),
-                expected: "a verification (M of verified_at, protocol_version, name, version, tools)",
-            })
+        read_map(
+            item,
+            name,
+            "a verification (M of verified_at, protocol_version, name, version, tools)",
+        )
     }
+}
+
+/// The map `name` of `item` read as `T`, if the item has it: `expected`
+/// names what it must be otherwise.
+fn read_map<T: serde::de::DeserializeOwned>(
+    item: &Item,
+    name: &str,
+    expected: &'static str,
+) -> Result<Option<T>, ItemError> {
+    let Some(map) = crate::item::object(item, name)? else {
+        return Ok(None);
+    };
+    serde_json::from_value(Value::Object(map))
+        .map(Some)
+        .map_err(|_| ItemError {
+            attribute: name.into(),
+            expected,
+        })
 }
 
 /// What a passed `verify=true` check of an API key found, as the record
@@ -166,15 +180,7 @@ pub struct KeyVerification {
 impl Attribute for KeyVerification {
     const KIND: Kind = Kind::Map;
     fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
-        let Some(map) = crate::item::object(item, name)? else {
-            return Ok(None);
-        };
-        serde_json::from_value(Value::Object(map))
-            .map(Some)
-            .map_err(|_| ItemError {
-                attribute: name.into(),
-                expected: "a verification (M of verified_at, models)",
-            })
+        read_map(item, name, "a verification (M of verified_at, models)")
     }
 }
 

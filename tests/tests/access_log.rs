@@ -13,6 +13,13 @@ const PROJECT: &str = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const OTHER: &str = "0b7c6d5e-4f3a-4b2c-9d1e-0f9a8b7c6d5e";
 const ID: &str = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f";
 
+/// The JSON lines of captured log `text`.
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect()
+}
+
 async fn status(route: Route, event: Event) -> u16 {
     let app = memory_app(Policy::default());
     app.store.put(route.table(), route.item(PROJECT, ID));
@@ -68,10 +75,7 @@ async fn ids_are_logged_only_once_validated_and_each_request_has_one_metrics_lin
     assert_eq!(status(route, normalised).await, 200);
 
     let text = logs.text();
-    let lines: Vec<Value> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .collect();
+    let lines = json_lines(&text);
     let access: Vec<&Value> = lines.iter().filter(|line| line["target"] == "access").collect();
     assert_eq!(access.len(), 3, "{text}");
     assert!(access[0].get("id").is_none() && access[0].get("project_id").is_none());
@@ -226,10 +230,7 @@ async fn a_replay_is_marked_on_its_access_and_metrics_lines() {
         assert_eq!(response.status(), 200, "{}", body_json(&response));
     }
     let text = logs.text();
-    let lines: Vec<Value> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .collect();
+    let lines = json_lines(&text);
     let access: Vec<&Value> = lines.iter().filter(|line| line["target"] == "access").collect();
     assert_eq!(access.len(), 2, "{text}");
     assert!(access[0].get("replayed").is_none(), "{}", access[0]);

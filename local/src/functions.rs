@@ -41,11 +41,11 @@ pub enum Functions {
 /// The emulators' invoke URLs, one per function, in [`Route::ALL`]'s order.
 #[derive(Debug)]
 pub struct Emulators {
-    urls: [Uri; 3],
+    urls: Vec<Uri>,
     /// An emulator runs one instance of its function, which takes one
     /// invocation at a time (as one Lambda instance does); requests for
     /// the same function wait their turn here.
-    turns: [Arc<Mutex<()>>; 3],
+    turns: Vec<Arc<Mutex<()>>>,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
@@ -76,10 +76,10 @@ impl InvokeError {
 }
 
 impl Emulators {
-    /// Emulators at `addresses`: `FUNCTION=HOST:PORT` for each of the
-    /// three functions, by binary name (`update-model=127.0.0.1:9003`).
+    /// Emulators at `addresses`: `FUNCTION=HOST:PORT` for each function
+    /// (every route's), by binary name (`update-model=127.0.0.1:9003`).
     pub fn new<'a>(addresses: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
-        let mut urls: [Option<Uri>; 3] = Default::default();
+        let mut urls: Vec<Option<Uri>> = vec![None; Route::ALL.len()];
         for address in addresses {
             let (function, host) = address
                 .split_once('=')
@@ -95,13 +95,13 @@ impl Emulators {
                 return Err(format!("--rie: {function} given twice"));
             }
         }
-        let [Some(a), Some(b), Some(c)] = urls else {
+        let Some(urls) = urls.into_iter().collect::<Option<Vec<Uri>>>() else {
             let names: Vec<&str> = Route::ALL.iter().map(|route| route.function()).collect();
-            return Err(format!("--rie: give all three functions ({})", names.join(", ")));
+            return Err(format!("--rie: give every function ({})", names.join(", ")));
         };
         Ok(Self {
-            urls: [a, b, c],
-            turns: Default::default(),
+            turns: urls.iter().map(|_| Arc::default()).collect(),
+            urls,
             client: Client::builder(TokioExecutor::new()).build_http(),
         })
     }

@@ -84,7 +84,7 @@ struct Options {
     #[arg(long, value_name = "DIR")]
     docs: Option<PathBuf>,
     /// Invoke FUNCTION (update-api-key, update-mcp-server, update-model;
-    /// give all three) under the Lambda Runtime Interface Emulator
+    /// give every function) under the Lambda Runtime Interface Emulator
     /// listening there, instead of in this process
     #[arg(long = "rie", value_name = "FUNCTION=HOST:PORT")]
     emulators: Vec<String>,

@@ -336,6 +336,14 @@ impl ProviderType {
 mod tests {
     use super::*;
 
+    /// `ProviderBases` indexes its bases by `provider as usize`.
+    #[test]
+    fn the_providers_are_in_declaration_order() {
+        for (index, provider) in ProviderType::ALL.into_iter().enumerate() {
+            assert_eq!(provider as usize, index, "{provider:?}");
+        }
+    }
+
     #[test]
     fn each_provider_s_list_is_at_its_path() {
         let bases = ProviderBases::default();

@@ -520,6 +520,15 @@ record! {
 mod tests {
     use super::*;
 
+    /// `TableNames` indexes its names by `table as usize`:
+    /// the list's order is the declaration's.
+    #[test]
+    fn the_list_is_in_declaration_order() {
+        for (index, table) in Table::ALL.into_iter().enumerate() {
+            assert_eq!(table as usize, index, "{table:?}");
+        }
+    }
+
     #[test]
     fn an_api_key_record_has_no_secret() {
         let item: Item = [

@@ -120,11 +120,14 @@ impl<'a> Session<'a> {
                 }
                 Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
                     ValuesWrite::Seal => {
-                        if self.data_key.is_none() {
-                            self.data_key = Some(self.new_key(field.name).await?);
-                        }
-                        let data_key = self.data_key.as_ref().ok_or(SealError::NotConfigured)?;
-                        seal_values(data_key, field.name, attribute, &self.key, set)?;
+                        // The key held, or a new one, held from now on.
+                        let data_key = match self.data_key.take() {
+                            Some(held) => held,
+                            None => self.new_key(field.name).await?,
+                        };
+                        let sealed = seal_values(&data_key, field.name, attribute, &self.key, set);
+                        self.data_key = Some(data_key);
+                        sealed?;
                     }
                     ValuesWrite::Clear => remove.push(attribute),
                     // Not set: the stored values stay as they are, under their key.
@@ -222,14 +225,15 @@ impl<'a> Session<'a> {
         if !in_the_clear {
             return Ok(record);
         }
-        if self.copy_key.is_none() {
-            self.copy_key = Some(self.new_key(field).await?);
-        }
-        let Some(copy_key) = &self.copy_key else {
-            return Ok(record);
+        // The copy's key, made once.
+        let copy_key = match self.copy_key.take() {
+            Some(made) => made,
+            None => self.new_key(field).await?,
         };
         let from = record.clone();
-        seal_text_values(copy_key, (field, attribute), &self.key, &from, &mut record)?;
+        let sealed = seal_text_values(&copy_key, (field, attribute), &self.key, &from, &mut record);
+        self.copy_key = Some(copy_key);
+        sealed?;
         Ok(record)
     }
 

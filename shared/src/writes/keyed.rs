@@ -40,13 +40,11 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
     pub(super) async fn write_keeping(
         &mut self,
         mut update: Update,
+        keyed: Keyed,
         stored: &Item,
         now: i64,
         tries: u32,
     ) -> Result<Tried, ApiError> {
-        let Some(keyed) = self.keyed.clone() else {
-            return self.write_plain(update).await;
-        };
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
         update
             .set

@@ -217,9 +217,9 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
             self.judge(&stored)?;
             let (set, remove) = self.change(&mut write, &stored).await?;
             let update = self.update_as_read(set, remove, &stored)?;
-            let tried = match self.keyed.is_some() {
-                false => self.write_plain(update).await?,
-                true => self.write_keeping(update, &stored, now, tries).await?,
+            let tried = match self.keyed.clone() {
+                None => self.write_plain(update).await?,
+                Some(keyed) => self.write_keeping(update, keyed, &stored, now, tries).await?,
             };
             match tried {
                 Tried::Written(outcome) => return Ok(outcome),

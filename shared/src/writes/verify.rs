@@ -123,20 +123,17 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             .unwrap_or_default();
         let sent = Sent::Mcp {
             endpoint: endpoint.as_ref().map(Url::to_string).unwrap_or_default(),
-            headers,
+            headers: headers.clone(),
         };
         if let Some(earlier) = self.passed_for(&sent) {
             return Ok(earlier);
         }
         let budget = self.verify_budget()?;
-        let Sent::Mcp { headers, .. } = &sent else {
-            return Err(ApiError::Internal);
-        };
         let dial_policy = DialPolicy::of(self.app.settings.policy);
         let started = Instant::now();
         let outcome = match &endpoint {
             None => Err(Failure::AddressRefused),
-            Some(endpoint) => handshake(endpoint, headers, &dial_policy, budget).await,
+            Some(endpoint) => handshake(endpoint, &headers, &dial_policy, budget).await,
         };
         add_time(&mut self.calls.mcp, started);
         let verified = outcome.map_err(|failure| {
@@ -203,14 +200,14 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
                 _ => return Err(unverified(KeyFailure::NoKey)),
             },
         };
-        let sent = Sent::Key { provider, key };
+        let sent = Sent::Key {
+            provider,
+            key: key.clone(),
+        };
         if let Some(earlier) = self.passed_for(&sent) {
             return Ok(earlier);
         }
         let budget = self.verify_budget()?;
-        let Sent::Key { key, .. } = &sent else {
-            return Err(ApiError::Internal);
-        };
         // The base is the operator's (a private gateway is fine); what no
         // endpoint may reach (metadata, link-local, the Runtime API) stays
         // refused, at every address it resolves to.
@@ -219,7 +216,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         });
         let probe = Probe {
             provider,
-            key,
+            key: &key,
             base: self.app.settings.providers.base(provider),
             policy: &policy,
             budget,

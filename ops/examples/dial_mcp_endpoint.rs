@@ -64,7 +64,7 @@ async fn main() -> ExitCode {
                 "protocol_version": verified.protocol_version,
                 "name": verified.name,
                 "version": verified.version,
-                "tools": verified.tools,
+                "tools": verified.tools(),
             });
             println!("{announced}");
             ExitCode::SUCCESS

@@ -36,6 +36,13 @@ struct Details<'a> {
     /// The HTTP status the MCP server answered, where that was the failure.
     #[serde(rename = "httpStatus", skip_serializing_if = "Option::is_none")]
     http_status: Option<u16>,
+    /// How a server's tools moved against its pin (`verify=pinned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    added: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    removed: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<&'a [String]>,
 }
 
 /// An `ETag` value (a strong validator) for a stored `version`, given as
@@ -75,14 +82,28 @@ pub fn http_date(timestamp: &str) -> Option<String> {
 /// that explains it (every line a request causes carries it).
 pub fn failure(error: &ApiError, request_id: &str) -> Response {
     let message = error.to_string();
-    let unverified = match error {
-        ApiError::McpUnverified { stage, http_status } | ApiError::KeyUnverified { stage, http_status } => {
-            Some((*stage, *http_status))
-        }
-        _ => None,
+    let mut details = Details {
+        code: Some(error.code()),
+        fields: error.fields(),
+        ..Details::default()
     };
-    let parts = (error.status(), error.code(), message.as_str());
-    let mut response = error_details(parts, error.fields(), request_id, unverified);
+    match error {
+        ApiError::McpUnverified { stage, http_status } | ApiError::KeyUnverified { stage, http_status } => {
+            details.stage = Some(stage);
+            details.http_status = *http_status;
+        }
+        ApiError::McpToolsChanged {
+            added,
+            removed,
+            changed,
+        } => {
+            details.added = Some(added);
+            details.removed = Some(removed);
+            details.changed = Some(changed);
+        }
+        _ => {}
+    }
+    let mut response = error_details(error.status(), &message, request_id, details);
     match error {
         ApiError::Unavailable => set_header(
             &mut response,
@@ -121,28 +142,26 @@ pub fn error_envelope(
     fields: Option<&[FieldError]>,
     request_id: &str,
 ) -> Response {
-    error_details((status, code, message), fields, request_id, None)
+    let details = Details {
+        code: Some(code),
+        fields,
+        ..Details::default()
+    };
+    error_details(status, message, request_id, details)
 }
 
-/// An error envelope: status, code and message, the field problems, the
-/// request id (on a 500 or 503), and where a handshake failed.
-fn error_details(
-    (status, code, message): (u16, &'static str, &str),
-    fields: Option<&[FieldError]>,
-    request_id: &str,
-    unverified: Option<(&'static str, Option<u16>)>,
-) -> Response {
+/// An error envelope: status and message, and its details (code, field
+/// problems, what a verification found), with the request id on a 500 or
+/// 503.
+fn error_details(status: u16, message: &str, request_id: &str, details: Details<'_>) -> Response {
     let body: Envelope<'_, Value> = Envelope {
         error: true,
         message,
         data: None,
         status,
         error_details: Details {
-            code: Some(code),
-            fields,
             request_id: matches!(status, 500 | 503).then_some(request_id),
-            stage: unverified.map(|(stage, _)| stage),
-            http_status: unverified.and_then(|(_, status)| status),
+            ..details
         },
     };
     render(status, &body)

@@ -244,6 +244,17 @@ pub enum ApiError {
         /// The HTTP status the server answered, where that was the failure.
         http_status: Option<u16>,
     },
+    /// `verify=pinned` and the server's tools differ from the record's pin;
+    /// nothing was written. Tool names only, sorted.
+    #[error("MCP server not verified: its tools changed since they were pinned")]
+    McpToolsChanged {
+        /// Offered now, not pinned.
+        added: Vec<String>,
+        /// Pinned, not offered now.
+        removed: Vec<String>,
+        /// Pinned and offered, with another digest.
+        changed: Vec<String>,
+    },
     /// `verify=true` on an API key and the provider did not accept it;
     /// nothing was written.
     #[error("API key not verified: the provider check failed at {stage}")]
@@ -324,7 +335,10 @@ impl ApiError {
             Self::NotFound(_) => 404,
             Self::Conflict => 409,
             Self::PreconditionFailed { .. } => 412,
-            Self::IdempotencyKeyReused | Self::McpUnverified { .. } | Self::KeyUnverified { .. } => 422,
+            Self::IdempotencyKeyReused
+            | Self::McpUnverified { .. }
+            | Self::McpToolsChanged { .. }
+            | Self::KeyUnverified { .. } => 422,
             Self::PayloadTooLarge { .. } => 413,
             Self::UnsupportedMediaType(_) => 415,
             Self::Internal => 500,
@@ -343,6 +357,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::InvalidVerify(_) => "invalid_verify",
             Self::McpUnverified { .. } => "mcp_unverified",
+            Self::McpToolsChanged { .. } => "mcp_tools_changed",
             Self::KeyUnverified { .. } => "key_unverified",
             Self::InvalidJson(_) => "invalid_json",
             Self::Validation(_) => "validation_failed",

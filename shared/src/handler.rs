@@ -166,7 +166,7 @@ async fn apply<R: Resource, S: Store>(
     let preconditions = request::preconditions(request)?;
     let idempotency_key = request::idempotency_key(request)?;
     // `verify` only where the record kind can be verified: 400 elsewhere.
-    let verify = request::verify(request, R::VERIFIES)?;
+    let verify = request::verify(request, R::VERIFY_MODES)?;
     let kind = request::BodyKind::of(request);
     let body = request::json_body(request, kind)?;
     // Every AWS call shares one budget, bounded by the invocation's
@@ -188,7 +188,7 @@ async fn apply<R: Resource, S: Store>(
         key,
         preconditions,
         principal: caller.principal.clone(),
-        budget: if verify {
+        budget: if verify.is_some() {
             Budget::start_with(deadline, TIME_BUDGET + crate::mcp::HANDSHAKE_BUDGET)
         } else {
             Budget::start(deadline)

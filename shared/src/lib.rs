@@ -18,6 +18,7 @@ pub mod error;
 pub mod handler;
 pub mod ids;
 pub mod item;
+pub mod jcs;
 pub mod json;
 pub mod keycheck;
 pub mod lambda;

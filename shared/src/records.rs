@@ -135,6 +135,16 @@ pub struct Verification {
     pub version: String,
     /// How many tools it listed.
     pub tools: u64,
+    /// The digest of its tools' pin ([`crate::mcp::Pin::digest`]); absent
+    /// from a verification made before pins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_digest: Option<String>,
+    /// Each tool's digest, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_digests: Option<std::collections::BTreeMap<String, String>>,
+    /// How the tools moved against the pin held before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::mcp::Changes>,
 }
 
 impl Attribute for Verification {
@@ -143,7 +153,7 @@ impl Attribute for Verification {
         read_map(
             item,
             name,
-            "a verification (M of verified_at, protocol_version, name, version, tools)",
+            "a verification (M of verified_at, protocol_version, name, version, tools, and its pin)",
         )
     }
 }
@@ -322,6 +332,26 @@ impl Table {
     }
 }
 
+/// What a request's `verify` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyMode {
+    /// `verify=true`: verify, and record what the verification found.
+    True,
+    /// `verify=pinned`: as `true`, and refuse the write when an MCP
+    /// server's tools differ from the record's pin.
+    Pinned,
+}
+
+impl VerifyMode {
+    /// The query value that asks for it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "true",
+            Self::Pinned => "pinned",
+        }
+    }
+}
+
 /// What `verify=true` checks for a record kind, as a pointer to the client
 /// that checks it.
 #[derive(Clone, Copy)]
@@ -332,6 +362,17 @@ pub enum Verify {
     Mcp(crate::mcp::Handshake),
     /// The provider's model list, asked with the record's key.
     Key(crate::keycheck::KeyCheck),
+}
+
+impl Verify {
+    /// The values `verify` takes: `pinned` only where there are tools to pin.
+    pub const fn modes(&self) -> &'static [VerifyMode] {
+        match self {
+            Self::Nothing => &[],
+            Self::Mcp(_) => &[VerifyMode::True, VerifyMode::Pinned],
+            Self::Key(_) => &[VerifyMode::True],
+        }
+    }
 }
 
 /// A record kind served by one update route.
@@ -364,6 +405,9 @@ pub trait Resource: Serialize + Sized {
     /// (`verify=true`): a kind with a [`Self::VERIFY`] and a field that
     /// holds the verification.
     const VERIFIES: bool = !matches!(Self::VERIFY, Verify::Nothing) && verification(Self::FIELDS).is_some();
+    /// The values a request's `verify` may take ([`Verify::modes`]): none
+    /// where the kind does not verify.
+    const VERIFY_MODES: &'static [VerifyMode] = if Self::VERIFIES { Self::VERIFY.modes() } else { &[] };
 
     /// Reads the record from its stored item.
     fn from_item(item: &Item) -> Result<Self, ItemError>;

@@ -242,33 +242,62 @@ async fn a_request_allocates_a_small_multiple_of_its_body_and_errors_stay_small(
         }
     }
     // A verify=true handshake reads at most MAX_RESPONSE_BYTES of answers,
-    // and holds about that much, whatever they hold: a megabyte of tiny
-    // JSON values, as one body and as one event.
-    for streamed in [false, true] {
-        let peer = hostile_mcp_peer(streamed).await;
-        let url = url::Url::parse(&format!("http://{peer}/mcp")).unwrap();
-        let policy = agent_server_shared::mcp::DialPolicy {
-            allow_private: true,
-            refused: Vec::new(),
-        };
-        let headers = std::collections::BTreeMap::new();
-        let budget = std::time::Duration::from_secs(10);
-        ALLOCATOR.reset_peak_memory();
-        let outcome =
-            agent_server_shared::mcp::handshake(&url, &headers, &policy, &SystemResolver, budget).await;
-        let peak = ALLOCATOR.get_peak_memory();
-        report.push(format!(
-            "a megabyte of tools (streamed: {streamed}): peak {} KiB, {outcome:?}",
-            peak / 1024
-        ));
-        assert!(
-            outcome.is_ok_and(|verified| verified.tools > 100_000),
-            "streamed: {streamed}"
-        );
-        assert!(
-            peak <= 4 * MAX_RESPONSE_BYTES,
-            "streamed: {streamed}: {peak} bytes"
-        );
+    // and holds about that much, whatever they hold, pins included: a
+    // megabyte of tiny JSON values as the tools (refused at the first,
+    // the rest skipped unread), as one tool's array or as one tool's object
+    // (pinned: the array written as it is read, the object's members
+    // sorted), each as one body and as one event.
+    let zeros = vec!["0"; (MAX_RESPONSE_BYTES - 4096) / 2].join(",");
+    let members: Vec<String> = (0..(MAX_RESPONSE_BYTES - 4096) / 12)
+        .map(|n| format!(r#""{n:06}":0"#))
+        .collect();
+    use agent_server_shared::mcp::Failure::Protocol;
+    let lists = [
+        (
+            "a megabyte of tools",
+            format!("[{zeros}]"),
+            Err(Protocol("a tool is not an I-JSON object (RFC 8785)")),
+        ),
+        (
+            "one tool, a megabyte array",
+            format!(r#"[{{"name":"wide","inputSchema":[{zeros}]}}]"#),
+            Ok(1),
+        ),
+        (
+            "one tool, a megabyte object",
+            format!(r#"[{{"name":"wide","inputSchema":{{{}}}}}]"#, members.join(",")),
+            Err(Protocol("a tool is larger than a pin reads")),
+        ),
+    ];
+    for (case, tools, expected) in &lists {
+        for streamed in [false, true] {
+            let peer = hostile_mcp_peer(tools, streamed).await;
+            let url = url::Url::parse(&format!("http://{peer}/mcp")).unwrap();
+            let policy = agent_server_shared::mcp::DialPolicy {
+                allow_private: true,
+                refused: Vec::new(),
+            };
+            let headers = std::collections::BTreeMap::new();
+            let budget = std::time::Duration::from_secs(10);
+            ALLOCATOR.reset_peak_memory();
+            let outcome =
+                agent_server_shared::mcp::handshake(&url, &headers, &policy, &SystemResolver, budget).await;
+            let peak = ALLOCATOR.get_peak_memory();
+            report.push(format!(
+                "{case} (streamed: {streamed}): peak {} KiB, {:?}",
+                peak / 1024,
+                outcome.as_ref().map(|verified| verified.tools())
+            ));
+            assert_eq!(
+                &outcome.map(|verified| verified.tools()),
+                expected,
+                "{case}, streamed: {streamed}"
+            );
+            assert!(
+                peak <= 4 * MAX_RESPONSE_BYTES,
+                "{case}, streamed: {streamed}: {peak} bytes"
+            );
+        }
     }
     // The measured figures, for BENCHMARKS.md and reviews (--nocapture).
     println!("{}", report.join("\n"));
@@ -277,11 +306,10 @@ async fn a_request_allocates_a_small_multiple_of_its_body_and_errors_stay_small(
 /// An MCP server on loopback whose `tools/list` answer is almost all of a
 /// handshake's bytes, every tool a `0`: as JSON, or as one event. Its
 /// answers are built before it listens, so it allocates nothing measured.
-async fn hostile_mcp_peer(streamed: bool) -> std::net::SocketAddr {
+async fn hostile_mcp_peer(tools: &str, streamed: bool) -> std::net::SocketAddr {
     use tokio::io::AsyncWriteExt;
     let initialize = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"wide","version":"1"}}}"#;
-    let zeros = vec!["0"; (MAX_RESPONSE_BYTES - 4096) / 2].join(",");
-    let list = format!(r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{zeros}]}}}}"#);
+    let list = format!(r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":{tools}}}}}"#);
     let reply = |body: &str, events: bool| {
         let (kind, body) = match events {
             true => ("text/event-stream", format!("data: {body}\n\n")),

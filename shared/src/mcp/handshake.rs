@@ -22,8 +22,10 @@ use serde_json::value::RawValue;
 use url::Url;
 
 use super::dial::{DialPolicy, Dialed, Resolve, dial};
+use super::pin::{PinError, ToolPin};
 use super::sse;
 use super::{Failure, MAX_RESPONSE_BYTES, MAX_TOOL_PAGES, Verified};
+use crate::jcs::JcsError;
 use crate::rules::{MAX_TEXT_CHARS, Rule};
 use crate::secret::Secret;
 
@@ -75,6 +77,14 @@ pub async fn handshake(
     // A server that repeats a credential it was sent must not get it stored.
     if repeats_a_credential(headers, &verified.name, &verified.version) {
         return Err(Failure::Protocol("serverInfo repeats a header value"));
+    }
+    if verified
+        .pin
+        .digests()
+        .keys()
+        .any(|tool| repeats_a_credential(headers, tool, ""))
+    {
+        return Err(Failure::Protocol("a tool's name repeats a header value"));
     }
     Ok(verified)
 }
@@ -207,13 +217,45 @@ struct Capabilities {
     tools: Option<IgnoredAny>,
 }
 
-/// What a handshake reads of a `tools/list` page: how many tools, not the
-/// tools (each is skipped as it is read).
+/// What a handshake reads of a `tools/list` page: its tools, pinned.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ToolsPage {
-    tools: Vec<IgnoredAny>,
+    tools: PageTools,
     next_cursor: Option<Box<RawValue>>,
+}
+
+/// A page's tools, each pinned as it is read ([`ToolPin::add`]) and its
+/// text dropped, up to the first that cannot be: the rest are skipped
+/// unread, so a page of a million tiny values holds none of them.
+#[derive(Default)]
+struct PageTools {
+    pin: ToolPin,
+    refused: Option<PinError>,
+}
+
+impl<'de> Deserialize<'de> for PageTools {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Read;
+        impl<'de> serde::de::Visitor<'de> for Read {
+            type Value = PageTools;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a list of tools")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<PageTools, A::Error> {
+                let mut page = PageTools::default();
+                while let Some(tool) = seq.next_element::<Box<RawValue>>()? {
+                    if let Err(refused) = page.pin.add(tool.get()) {
+                        page.refused = Some(refused);
+                        while seq.next_element::<IgnoredAny>()?.is_some() {}
+                        break;
+                    }
+                }
+                Ok(page)
+            }
+        }
+        deserializer.deserialize_seq(Read)
+    }
 }
 
 impl Session {
@@ -264,7 +306,7 @@ impl Session {
         if !lists_tools {
             return Ok(initialized);
         }
-        let mut tools = 0u64;
+        let mut pin = ToolPin::default();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = match &cursor {
@@ -272,7 +314,24 @@ impl Session {
                 None => json!({}),
             };
             let page: ToolsPage = self.call("tools/list", params).await?;
-            tools += page.tools.len() as u64;
+            let PageTools { pin: tools, refused } = page.tools;
+            if tools.digests().keys().any(|name| !shown(name)) {
+                return Err(Failure::Protocol("a tool's name is not text this service shows"));
+            }
+            refused
+                .map_or(Ok(()), Err)
+                .and_then(|()| pin.absorb(tools))
+                .map_err(|error| {
+                    Failure::Protocol(match error {
+                        PinError::Canonical(JcsError::TooDeep | JcsError::TooManyMembers) => {
+                            "a tool is larger than a pin reads"
+                        }
+                        PinError::Canonical(_) => "a tool is not an I-JSON object (RFC 8785)",
+                        PinError::Unnamed => "a tool has no name",
+                        PinError::Repeated => "tools/list names a tool twice",
+                        PinError::TooMany => "more tools than a pin holds",
+                    })
+                })?;
             let next = match page.next_cursor {
                 None => None,
                 Some(raw) if raw.get() == "null" => None,
@@ -284,7 +343,7 @@ impl Session {
                 ),
             };
             match next {
-                None => return Ok(Verified { tools, ..initialized }),
+                None => return Ok(Verified { pin, ..initialized }),
                 Some(next) => cursor = Some(next),
             }
         }
@@ -338,7 +397,7 @@ impl Session {
             protocol_version: version.to_string(),
             name,
             version: server_version,
-            tools: 0,
+            pin: ToolPin::default(),
         };
         Ok((verified, result.capabilities.tools.is_some()))
     }
@@ -703,15 +762,19 @@ mod tests {
     }
 
     #[test]
-    fn a_tools_page_is_counted_without_keeping_its_tools() {
-        let many = format!(
-            r#"{{"tools":[{}],"nextCursor":"n"}}"#,
-            vec!["0"; 100_000].join(",")
-        );
+    fn a_tools_page_is_pinned_as_it_is_read_up_to_a_tool_that_cannot_be() {
+        let page =
+            r#"{"tools":[{"name":"a","inputSchema":{"type":"object"}}, {"name":"b"}],"nextCursor":"n"}"#;
+        let page: ToolsPage = serde_json::from_str(page).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&String> = page.tools.pin.digests().keys().collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(page.tools.refused, None);
+        let many = format!(r#"{{"tools":[{{"name":"a"}},{}]}}"#, vec!["0"; 100_000].join(","));
         let page: ToolsPage = serde_json::from_str(&many).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(page.tools.len(), 100_000);
-        // A zero-sized element: the list holds no memory for its tools.
-        assert_eq!(std::mem::size_of::<IgnoredAny>(), 0);
+        assert_eq!(page.tools.pin.len(), 1);
+        assert!(matches!(page.tools.refused, Some(PinError::Canonical(_))));
+        let page = r#"{"tools":[{"name":"a"}],"nextCursor":"n"}"#;
+        let page: ToolsPage = serde_json::from_str(page).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             page.next_cursor.map(|raw| raw.get().to_string()).as_deref(),
             Some("\"n\"")

@@ -6,6 +6,7 @@
 
 pub mod dial;
 mod handshake;
+pub mod pin;
 mod sse;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use crate::secret::Secret;
 
 pub use dial::{DialPolicy, Dialed, Resolve, SystemResolver, dial};
 pub use handshake::{CLIENT_NAME, PROTOCOL_VERSIONS, handshake};
+pub use pin::{Changes, ToolPin};
 
 /// The most bytes of response bodies one handshake reads, all requests
 /// together.
@@ -60,8 +62,15 @@ pub struct Verified {
     pub name: String,
     /// `serverInfo.version`, held to the text rules.
     pub version: String,
-    /// How many tools `tools/list` listed, every page.
-    pub tools: u64,
+    /// The tools `tools/list` listed, every page, pinned.
+    pub pin: ToolPin,
+}
+
+impl Verified {
+    /// How many tools it listed.
+    pub fn tools(&self) -> u64 {
+        self.pin.len() as u64
+    }
 }
 
 /// Where a handshake failed: `errorDetails.stage`, and the log line's.

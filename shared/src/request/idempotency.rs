@@ -7,6 +7,7 @@ use aws_lc_rs::digest::{Context, SHA256};
 
 use crate::apigw::Request;
 use crate::error::{ApiError, FieldError};
+use crate::records::VerifyMode;
 use crate::store::Key;
 
 /// The header.
@@ -109,7 +110,7 @@ pub fn kept_key(function: &str, identity: &str, route: &str, record: &Key, key: 
 
 /// What makes a retry the same request: the method, the route, the
 /// record, a digest of the body and the preconditions as sent.
-pub fn fingerprint(request: &Request, route: &str, record: &Key, verify: bool) -> String {
+pub fn fingerprint(request: &Request, route: &str, record: &Key, verify: Option<VerifyMode>) -> String {
     let headers = |name| {
         request
             .headers()
@@ -135,8 +136,9 @@ pub fn fingerprint(request: &Request, route: &str, record: &Key, verify: bool) -
         &if_unmodified_since,
     ];
     // Only when asked, so a request without it has the print it always had.
-    if verify {
-        parts.push(b"verify=true");
+    let verify = verify.map(|mode| format!("verify={}", mode.as_str()));
+    if let Some(verify) = &verify {
+        parts.push(verify.as_bytes());
     }
     digest(&parts)
 }

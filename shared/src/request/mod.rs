@@ -17,6 +17,7 @@ use crate::apigw::Request;
 use crate::error::{ApiError, FieldError, Unsupported};
 use crate::ids::parse_uuid;
 use crate::json;
+use crate::records::VerifyMode;
 use crate::store::{Key, Table};
 pub use idempotency::{IdempotencyKey, idempotency_key};
 pub use media::{BodyKind, MERGE_PATCH_TYPE, PATCH_TYPES};
@@ -53,20 +54,26 @@ fn project_id(request: &Request) -> Result<String, ApiError> {
     }
 }
 
-/// Whether the request asks for `verify=true`: the one value `verify`
-/// takes, at most once, on a route whose records can be verified
-/// (`verifies`); 400 otherwise.
-pub fn verify(request: &Request, verifies: bool) -> Result<bool, ApiError> {
-    let invalid = |code, message| ApiError::InvalidVerify(FieldError::new("verify", code, message));
+/// What the request's `verify` asks: one of `modes` (the route's), at most
+/// once; 400 otherwise.
+pub fn verify(request: &Request, modes: &[VerifyMode]) -> Result<Option<VerifyMode>, ApiError> {
+    let invalid = |code, message: String| ApiError::InvalidVerify(FieldError::new("verify", code, message));
     match request.query_values("verify").as_slice() {
-        [] => Ok(false),
-        [_, _, ..] => Err(invalid("repeated", "must be given at most once")),
-        [_] if !verifies => Err(invalid(
+        [] => Ok(None),
+        [_, _, ..] => Err(invalid("repeated", "must be given at most once".into())),
+        [_] if modes.is_empty() => Err(invalid(
             "invalid_value",
-            "this route takes no verify: it has nothing to verify",
+            "this route takes no verify: it has nothing to verify".into(),
         )),
-        [value] if value == "true" => Ok(true),
-        [_] => Err(invalid("invalid_value", "the only value is true")),
+        [value] => modes
+            .iter()
+            .find(|mode| mode.as_str() == value)
+            .copied()
+            .map(Some)
+            .ok_or_else(|| {
+                let values: Vec<&str> = modes.iter().map(|mode| mode.as_str()).collect();
+                invalid("invalid_value", format!("must be one of {}", values.join(", ")))
+            }),
     }
 }
 

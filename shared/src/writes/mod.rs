@@ -18,7 +18,7 @@ use crate::item::Item;
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
 use crate::patch::{self, Patch};
-use crate::records::{self, Resource};
+use crate::records::{self, Resource, VerifyMode};
 use crate::request::Preconditions;
 use crate::seal::{OpenError, SealError, Session, Unopened};
 use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
@@ -47,8 +47,8 @@ pub struct Intent {
     pub principal: Option<String>,
     /// What every call of the request may take.
     pub budget: Budget,
-    /// Whether the write waits on an MCP handshake (`verify=true`).
-    pub verify: bool,
+    /// Whether the write waits on a verification (`verify`), and which.
+    pub verify: Option<VerifyMode>,
     /// The request's `Idempotency-Key`, where it has one.
     pub keyed: Option<Keyed>,
 }
@@ -73,7 +73,7 @@ pub struct Pipeline<'a, R, S> {
     preconditions: Preconditions,
     principal: Option<String>,
     budget: Budget,
-    verify: bool,
+    verify: Option<VerifyMode>,
     keyed: Option<Keyed>,
     /// What the write seals and opens, and the record's data key.
     seals: Session<'a>,
@@ -134,8 +134,10 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
     /// in each call (for the metrics line, whatever the outcome).
     pub async fn run(mut self, write: Write<'_>) -> (Result<Outcome, ApiError>, Calls) {
         let outcome = match write {
-            Write::Nothing if !self.verify => self.current().await,
-            Write::Put(set, remove) if !self.verify && self.keyed.is_none() => self.put(set, remove).await,
+            Write::Nothing if self.verify.is_none() => self.current().await,
+            Write::Put(set, remove) if self.verify.is_none() && self.keyed.is_none() => {
+                self.put(set, remove).await
+            }
             // A merge, a keyed write, and any write that verifies: on the
             // record as read.
             write => self.read_modify_write(write).await,
@@ -276,7 +278,7 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
         stored: &Item,
     ) -> Result<(Patch, Vec<&'static str>), ApiError> {
         if let Write::Put(set, remove) = write
-            && !self.verify
+            && self.verify.is_none()
         {
             if !self.put_sealed {
                 self.seal(set, remove).await?;
@@ -297,8 +299,8 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
             Write::Put(set, remove) => (set.clone(), remove.clone()),
             Write::Nothing => (Patch::new(), Vec::new()),
         };
-        if self.verify {
-            self.verify_step(&record, &mut set, &remove).await?;
+        if let Some(mode) = self.verify {
+            self.verify_step(mode, &record, &mut set, &remove).await?;
         }
         self.seal(&mut set, &mut remove).await?;
         Ok((set, remove))
@@ -391,7 +393,14 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
     fn update(&self, set: Patch, mut remove: Vec<&'static str>) -> Result<Update, ApiError> {
         // A write without a key leaves no earlier write's key on the record
         // (its change event would carry it); a keyed write sets it instead.
+        // Likewise the tools an earlier verification moved.
         remove.push(IDEMPOTENCY_KEY);
+        if R::VERIFY_MODES.contains(&VerifyMode::Pinned) {
+            let unset = verify::PIN_CHANGES
+                .into_iter()
+                .filter(|attribute| !set.iter().any(|(name, _)| name == attribute));
+            remove.extend(unset);
+        }
         // A verification vouches for the values it saw: a write that sets
         // one of them without verifying removes it.
         if let Some((verification, of)) = records::verification(R::FIELDS) {

@@ -13,12 +13,12 @@ use url::Url;
 use super::{Pipeline, add_time, timestamp};
 use crate::budget::TIME_BUDGET;
 use crate::error::ApiError;
-use crate::item::Item;
+use crate::item::{Attribute, Item};
 use crate::keycheck::{KeyCheck, KeyFailure, Probe};
-use crate::mcp::{DialPolicy, Failure, HANDSHAKE_BUDGET, Handshake, Verified};
+use crate::mcp::{Changes, DialPolicy, Failure, HANDSHAKE_BUDGET, Handshake, Verified};
 use crate::patch::{Patch, Written};
 use crate::provider::ProviderType;
-use crate::records::{self, Resource, Verify};
+use crate::records::{self, Resource, Verify, VerifyMode};
 use crate::rules::Rule;
 use crate::seal::values_field;
 use crate::secret::Secret;
@@ -28,11 +28,27 @@ use crate::store::Store;
 /// as out of time before anything is dialed.
 const MIN_VERIFY: Duration = Duration::from_millis(1000);
 
+/// The attributes a verification that moved a server's tool pin sets, one
+/// per list of [`Changes`] that is not empty, for the change event: the
+/// tools' names, percent-encoded as `updated_by` is (a pipe's input
+/// template pastes them into JSON unescaped). Every other write removes them.
+pub const PIN_CHANGES: [&str; 3] = ["tools_added", "tools_removed", "tools_changed"];
+
 /// A verification that passed within this request: what it sent, and what
 /// it earned (for a try after a conflict that would send the same).
 pub(super) struct Passed {
     sent: Sent,
-    verification: AttributeValue,
+    earned: Earned,
+}
+
+/// What a passed verification found.
+#[derive(Clone)]
+enum Earned {
+    /// A handshake: what the server announced, and when. The pin's changes
+    /// are judged on each try, against the record as that try read it.
+    Server(Verified, String),
+    /// A key check: the verification as stored.
+    Key(AttributeValue),
 }
 
 /// What a verification sent, and where.
@@ -58,6 +74,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
     /// verification, without sending it again.
     pub(super) async fn verify_step(
         &mut self,
+        mode: VerifyMode,
         record: &Item,
         set: &mut Patch,
         remove: &[&'static str],
@@ -69,7 +86,43 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         // kind's client alone, so no other client is in its binary.
         let verification = match R::VERIFY {
             Verify::Nothing => return Ok(()),
-            Verify::Mcp(handshake) => self.handshake(handshake, record, set, remove).await?,
+            Verify::Mcp(handshake) => {
+                let (verified, at) = self.handshake(handshake, record, set, remove).await?;
+                let earlier = records::Verification::read(record, field)
+                    .ok()
+                    .flatten()
+                    .and_then(|earlier| earlier.tool_digests);
+                let changes = verified.pin.changes_since(earlier.as_ref());
+                if mode == VerifyMode::Pinned && !changes.is_empty() {
+                    tracing::warn!(
+                        added = changes.added.len(),
+                        removed = changes.removed.len(),
+                        changed = changes.changed.len(),
+                        "MCP server's tools differ from its pin: nothing written"
+                    );
+                    let Changes {
+                        added,
+                        removed,
+                        changed,
+                    } = changes;
+                    return Err(ApiError::McpToolsChanged {
+                        added,
+                        removed,
+                        changed,
+                    });
+                }
+                for (attribute, names) in
+                    PIN_CHANGES
+                        .into_iter()
+                        .zip([&changes.added, &changes.removed, &changes.changed])
+                {
+                    if !names.is_empty() {
+                        let escaped = names.iter().map(|name| crate::logging::escaped(name, usize::MAX));
+                        set.push((attribute, Written::Plain(AttributeValue::Ss(escaped.collect()))));
+                    }
+                }
+                server_verification(&verified, at, changes)
+            }
             Verify::Key(check) => self.check_key(check, record, set).await?,
         };
         set.push((field, Written::Plain(verification)));
@@ -98,11 +151,11 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
     }
 
     /// The verification earned earlier in this request by sending `sent`.
-    fn passed_for(&self, sent: &Sent) -> Option<AttributeValue> {
+    fn passed_for(&self, sent: &Sent) -> Option<Earned> {
         self.passed
             .as_ref()
             .filter(|passed| passed.sent == *sent)
-            .map(|passed| passed.verification.clone())
+            .map(|passed| passed.earned.clone())
     }
 
     /// An MCP handshake with the endpoint and headers the record would hold.
@@ -112,7 +165,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         record: &Item,
         set: &Patch,
         remove: &[&'static str],
-    ) -> Result<AttributeValue, ApiError> {
+    ) -> Result<(Verified, String), ApiError> {
         let endpoint = R::FIELDS
             .iter()
             .find(|field| field.rule() == Some(Rule::Endpoint))
@@ -125,8 +178,8 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             endpoint: endpoint.as_ref().map(Url::to_string).unwrap_or_default(),
             headers: headers.clone(),
         };
-        if let Some(earlier) = self.passed_for(&sent) {
-            return Ok(earlier);
+        if let Some(Earned::Server(verified, at)) = self.passed_for(&sent) {
+            return Ok((verified, at));
         }
         let budget = self.verify_budget()?;
         let dial_policy = DialPolicy::of(self.app.settings.policy);
@@ -149,17 +202,17 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         })?;
         tracing::info!(
             protocol_version = verified.protocol_version.as_str(),
-            tools = verified.tools,
+            tools = verified.tools(),
             "MCP handshake passed"
         );
-        let verification = server_verification(&verified);
+        let at = timestamp();
         if endpoint.is_some() {
             self.passed = Some(Passed {
                 sent,
-                verification: verification.clone(),
+                earned: Earned::Server(verified.clone(), at.clone()),
             });
         }
-        Ok(verification)
+        Ok((verified, at))
     }
 
     /// A check with the record's provider of the key the write would
@@ -204,7 +257,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             provider,
             key: key.clone(),
         };
-        if let Some(earlier) = self.passed_for(&sent) {
+        if let Some(Earned::Key(earlier)) = self.passed_for(&sent) {
             return Ok(earlier);
         }
         let budget = self.verify_budget()?;
@@ -237,30 +290,27 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         );
         self.passed = Some(Passed {
             sent,
-            verification: verification.clone(),
+            earned: Earned::Key(verification.clone()),
         });
         Ok(verification)
     }
 }
 
-/// An MCP server's verification as stored: a map in the order the record
-/// shows it.
-fn server_verification(verified: &Verified) -> AttributeValue {
-    AttributeValue::M(
-        [
-            ("verified_at", AttributeValue::S(timestamp())),
-            (
-                "protocol_version",
-                AttributeValue::S(verified.protocol_version.clone()),
-            ),
-            ("name", AttributeValue::S(verified.name.clone())),
-            ("version", AttributeValue::S(verified.version.clone())),
-            ("tools", AttributeValue::N(verified.tools.to_string())),
-        ]
-        .into_iter()
-        .map(|(name, value)| (name.to_string(), value))
-        .collect(),
-    )
+/// An MCP server's verification as stored: what the handshake found at
+/// `at`, its tools' pin, and how the pin moved.
+fn server_verification(verified: &Verified, at: String, changes: Changes) -> AttributeValue {
+    let verification = records::Verification {
+        verified_at: at,
+        protocol_version: verified.protocol_version.clone(),
+        name: verified.name.clone(),
+        version: verified.version.clone(),
+        tools: verified.tools(),
+        tools_digest: Some(verified.pin.digest()),
+        tool_digests: Some(verified.pin.digests().clone()),
+        changes: Some(changes),
+    };
+    // A struct of strings, numbers and string maps always serializes.
+    crate::item::to_attribute(&serde_json::to_value(&verification).unwrap_or_default())
 }
 
 /// The text `field` holds after the write: what it sets, else what the

@@ -24,6 +24,7 @@ mod mcp_sealing;
 mod merge_patch;
 mod openapi;
 mod packaging;
+mod pins;
 mod properties;
 mod readme;
 mod resources;

@@ -25,17 +25,23 @@ CHANGE_PIPES = {"ApiKeysTable": ("ApiKeysChangePipe", "API key updated"),
 EVENT_FIELDS = {field: f"$.dynamodb.NewImage.{field}.{kind}" for field, kind in [("id", "S"), ("project_id", "S"),
                 ("version", "N"), ("updated_at", "S"), ("updated_by", "S"), ("updated_fields", "SS"),
                 ("idempotency_key", "S")]}
+# A table's own fields beside those: an MCP server's event names the tools a verification moved in its
+# pin (string sets of percent-encoded names; docs/change-events.md).
+TABLE_FIELDS = {"McpServersTable": {field: f"$.dynamodb.NewImage.{field}.SS"
+                                    for field in ("tools_added", "tools_removed", "tools_changed")}}
 # Unquoted in brackets, [<path>]: a set renders [[...]], an absent one []. Others are "<path>" ("" if absent).
-LIST_FIELDS = {"updated_fields"}
+LIST_FIELDS = {"updated_fields", *TABLE_FIELDS["McpServersTable"]}
 # Changes to a rendered detail that the schema must refuse, as no pipe renders them.
-REFUSED = {"a flat updated_fields": {"updated_fields": ["name"]}, "a number as version": {"version": 2}}
+REFUSED = {"a flat updated_fields": {"updated_fields": ["name"]}, "a number as version": {"version": 2},
+           "a tool name with a quote": {"tools_added": [['a"b']]}}
 
 
 def check_input_template(table, pipe):
     """A JSON object of exactly the table's allow-listed fields and placeholders, each field once."""
     text = pipe.input_template
+    fields = {**EVENT_FIELDS, **TABLE_FIELDS.get(table, {})}
     wanted = {field: [f"<{path}>"] if field in LIST_FIELDS else f"<{path}>"
-              for field, path in EVENT_FIELDS.items() if field != "project_id" or table != "ApiKeysTable"}
+              for field, path in fields.items() if field != "project_id" or table != "ApiKeysTable"}
     try:  # [<path>] reads as a list of one quoted placeholder; an unquoted one stays invalid JSON
         pairs = json.loads(re.sub(r"\[(<[^<>]*>)\]", r'["\1"]', text), object_pairs_hook=tuple)
     except (TypeError, ValueError) as error:
@@ -86,7 +92,8 @@ def check_event_schema(schema, pipes):
                              sorted(properties.get("detail-type", {}).get("enum", []))),
         "detail": ({"$ref": "#/$defs/detail"}, properties.get("detail")),
         "detail's additionalProperties": (False, detail.get("additionalProperties")),
-        "detail's fields": (sorted(EVENT_FIELDS), sorted(detail.get("properties", {}))),
+        "detail's fields": (sorted([*EVENT_FIELDS, *TABLE_FIELDS["McpServersTable"]]),
+                            sorted(detail.get("properties", {}))),
         "detail's required": (sorted(set(EVENT_FIELDS) - {"project_id"}), sorted(detail.get("required", []))),
     }
     problems = [f"events.schema.json's {key} must be {json.dumps(wanted)}, is {json.dumps(found)}"

@@ -150,6 +150,8 @@ def sample_record(table, with_writer=True):
     if with_writer:
         image.update(updated_by={"S": "arn:aws:iam::123456789012:user/someone"}, updated_fields={"SS": ["name"]},
                      idempotency_key={"S": "retry-1%22"})
+        if table == "McpServersTable":  # a verification that moved the pin
+            image.update(tools_added={"SS": ["search", "read%22file"]}, tools_changed={"SS": ["exec"]})
     return {"eventID": "1", "eventName": "MODIFY", "dynamodb": {"Keys": {"id": image["id"]}, "NewImage": image},
             "eventSourceARN": f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/x"}
 

@@ -214,6 +214,29 @@ mod tests {
     }
 
     #[test]
+    fn the_worked_example_in_the_api_docs_holds() {
+        // docs/api.md, "Tool pins": the digests PyPI's rfc8785 gave.
+        let pin = pin(&[
+            r#"{"name": "get_weather", "description": "Current weather for a city.", "_meta": {"ui/icon": "sun"},
+                "inputSchema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 1E2}}, "required": ["city"]}}"#,
+            r#"{"name": "echo", "inputSchema": {"type": "object"}}"#,
+        ])
+        .unwrap_or_default();
+        assert_eq!(
+            pin.digests()["get_weather"],
+            "922abc4685a9686453230d86f26d6ed408e3c6f5a341dbe7a85c991d58a8414c"
+        );
+        assert_eq!(
+            pin.digests()["echo"],
+            "a85008edb2a361a39358ef9a40ccff45a3a4938fd90bb7d55450a050284e4723"
+        );
+        assert_eq!(
+            pin.digest(),
+            "581adbc9ecd3be93a7e52a2757c0bae517df83599b351f3b2b8592f0c9e5ed39"
+        );
+    }
+
+    #[test]
     fn changes_name_what_was_added_removed_and_changed_sorted() {
         let before =
             pin(&[r#"{"name":"b"}"#, r#"{"name":"a"}"#, r#"{"name":"c","x":1}"#]).unwrap_or_default();

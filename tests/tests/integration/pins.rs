@@ -184,7 +184,9 @@ fn changes(added: &[&str], removed: &[&str], changed: &[&str]) -> Value {
     json!({"added": added, "removed": removed, "changed": changed})
 }
 
-#[tokio::test]
+// Two workers: the consumer example runs as a blocking child process while
+// the peer it asks is served on this runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verification_pins_every_tool_as_rfc8785_digests_and_pinned_refuses_drift() {
     let base = api().await;
     let peer = ChangingPeer::start(first_tools()).await;
@@ -282,6 +284,43 @@ async fn a_verification_pins_every_tool_as_rfc8785_digests_and_pinned_refuses_dr
     assert_eq!(string_set(&item, "tools_added"), ["exec"]);
     assert_eq!(string_set(&item, "tools_removed"), ["delete_file"]);
     assert_eq!(string_set(&item, "tools_changed"), ["read_file", "search"]);
+
+    // The consumer example: a live tools/list against the pin, exit 3 and
+    // the moved tools' names when they differ, 0 when they do not.
+    let example = integration_tests::workspace_binary("check_tool_pin");
+    let check = |verification: &Value| {
+        std::process::Command::new(&example)
+            .arg(&peer.endpoint)
+            .env("MCP_VERIFICATION", verification.to_string())
+            .env("ALLOW_PRIVATE_ENDPOINTS", "true")
+            .output()
+            .expect("cannot run the example")
+    };
+    let same = check(verification);
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    let said: Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(said["moved"], false);
+    assert_eq!(said["live"], verification["tools_digest"]);
+    peer.set(first_tools());
+    let moved = check(verification);
+    assert_eq!(
+        moved.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    let said: Value = serde_json::from_slice(&moved.stdout).unwrap();
+    assert_eq!(
+        said,
+        json!({"pinned": verification["tools_digest"], "live": expected["tools_digest"], "moved": true,
+               "added": ["delete_file"], "removed": ["exec"], "changed": ["read_file", "search"]})
+    );
+    peer.set(tools);
 
     // A write without verify keeps the pin (a name) or removes it with the
     // whole verification (an endpoint); either way the event's lists go.

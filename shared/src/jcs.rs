@@ -38,12 +38,28 @@ pub enum JcsError {
     TooManyMembers,
 }
 
-/// The canonical form of the JSON text `text`, appended to `out`.
-pub fn write(text: &str, out: &mut Vec<u8>) -> Result<(), JcsError> {
+/// Where canonical bytes go: a buffer, or a digest that never holds them.
+pub trait Sink {
+    /// Takes the next bytes.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// The canonical form of the JSON text `text`, written to `out`.
+pub fn write(text: &str, out: &mut dyn Sink) -> Result<(), JcsError> {
     // JSON as a whole first: the parts are then read as what they are
     // (Rust's own number parse would take `01` and `1.`).
     serde_json::from_str::<&RawValue>(text).map_err(|_| JcsError::NotJson)?;
-    Writer::new(out).value(text, 0)
+    Writer {
+        out,
+        members_left: MAX_MEMBERS,
+    }
+    .value(text, 0)
 }
 
 /// An object's members, as names and raw values, in canonical order (by
@@ -77,10 +93,14 @@ impl<'a> Members<'a> {
         Ok(Members(members))
     }
 
-    /// The canonical form of the object holding these members, appended
-    /// to `out`.
-    pub fn write(&self, out: &mut Vec<u8>) -> Result<(), JcsError> {
-        Writer::new(out).object(self, 0)
+    /// The canonical form of the object holding these members, written to
+    /// `out`; what they hold counts against the same [`MAX_MEMBERS`].
+    pub fn write(&self, out: &mut dyn Sink) -> Result<(), JcsError> {
+        Writer {
+            out,
+            members_left: MAX_MEMBERS.saturating_sub(self.0.len()),
+        }
+        .object(self, 0)
     }
 }
 
@@ -134,18 +154,11 @@ impl<'de> Deserialize<'de> for Name<'de> {
 /// Writes one text's canonical form, counting the members it may still
 /// hold.
 struct Writer<'o> {
-    out: &'o mut Vec<u8>,
+    out: &'o mut dyn Sink,
     members_left: usize,
 }
 
-impl<'o> Writer<'o> {
-    fn new(out: &'o mut Vec<u8>) -> Self {
-        Self {
-            out,
-            members_left: MAX_MEMBERS,
-        }
-    }
-
+impl Writer<'_> {
     fn value(&mut self, text: &str, depth: usize) -> Result<(), JcsError> {
         if depth > MAX_DEPTH {
             return Err(JcsError::TooDeep);
@@ -177,7 +190,7 @@ impl<'o> Writer<'o> {
             Some(b't' | b'f' | b'n') => {
                 // The literal as serde_json reads it (so `tru` is refused).
                 let literal: Option<bool> = serde_json::from_str(text).map_err(|_| JcsError::NotJson)?;
-                self.out.extend_from_slice(match literal {
+                self.out.put(match literal {
                     Some(true) => b"true",
                     Some(false) => b"false",
                     None => b"null",
@@ -189,16 +202,16 @@ impl<'o> Writer<'o> {
     }
 
     fn object(&mut self, members: &Members<'_>, depth: usize) -> Result<(), JcsError> {
-        self.out.push(b'{');
+        self.out.put(b"{");
         for (index, (name, value)) in members.0.iter().enumerate() {
             if index > 0 {
-                self.out.push(b',');
+                self.out.put(b",");
             }
             string(name, self.out);
-            self.out.push(b':');
+            self.out.put(b":");
             self.value(value.get(), depth + 1)?;
         }
-        self.out.push(b'}');
+        self.out.put(b"}");
         Ok(())
     }
 }
@@ -219,11 +232,11 @@ impl<'de> Visitor<'de> for &mut Elements<'_, '_> {
         formatter.write_str("a JSON array")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.writer.out.push(b'[');
+        self.writer.out.put(b"[");
         let mut first = true;
         while let Some(element) = seq.next_element::<&'de RawValue>()? {
             if !first {
-                self.writer.out.push(b',');
+                self.writer.out.put(b",");
             }
             first = false;
             if let Err(error) = self.writer.value(element.get(), self.depth + 1) {
@@ -231,7 +244,7 @@ impl<'de> Visitor<'de> for &mut Elements<'_, '_> {
                 return Err(de::Error::custom("no canonical form"));
             }
         }
-        self.writer.out.push(b']');
+        self.writer.out.put(b"]");
         Ok(())
     }
 }
@@ -240,22 +253,22 @@ impl<'de> Visitor<'de> for &mut Elements<'_, '_> {
 /// serde_json writes one: `"` and `\` escaped, the C0 controls as `\b`,
 /// `\t`, `\n`, `\f`, `\r` or `\u00xx` (lower-case hex), everything else
 /// (U+2028, DEL, non-ASCII) as its UTF-8.
-pub fn string(text: &str, out: &mut Vec<u8>) {
-    // Writing to a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, text);
+pub fn string(text: &str, out: &mut dyn Sink) {
+    // A str always serializes.
+    out.put(serde_json::to_string(text).unwrap_or_default().as_bytes());
 }
 
 /// A JSON number read as the IEEE double nearest it, written as
 /// ECMAScript's `Number::toString` writes it (`-0` as `0`, `1e3` as `1000`,
 /// `1e21` as `1e+21`).
-fn number(text: &str, out: &mut Vec<u8>) -> Result<(), JcsError> {
+fn number(text: &str, out: &mut dyn Sink) -> Result<(), JcsError> {
     // The text was read as a JSON number; Rust's parse rounds correctly.
     let value: f64 = text.parse().map_err(|_| JcsError::NotJson)?;
     if !value.is_finite() {
         return Err(JcsError::NumberOutOfRange);
     }
     let mut buffer = ryu_js::Buffer::new();
-    out.extend_from_slice(buffer.format_finite(value).as_bytes());
+    out.put(buffer.format_finite(value).as_bytes());
     Ok(())
 }
 
@@ -334,6 +347,12 @@ mod tests {
         assert_eq!(
             canonical("[1e3, 0.1, -0, 1E-7, 100e-2]").as_deref(),
             Ok("[1000,0.1,0,1e-7,1]")
+        );
+        // Integers beyond 2^53 as the doubles nearest them, as JavaScript
+        // prints `18446744073709551615` and `9007199254740993`.
+        assert_eq!(
+            canonical("[18446744073709551615, 9007199254740993, -9223372036854775808]").as_deref(),
+            Ok("[18446744073709552000,9007199254740992,-9223372036854776000]")
         );
         assert_eq!(canonical("1e400"), Err(JcsError::NumberOutOfRange));
         assert_eq!(canonical("-1e400"), Err(JcsError::NumberOutOfRange));

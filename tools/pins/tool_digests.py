@@ -9,7 +9,9 @@ tools/requirements.txt) and hashlib, as docs/api.md ("Tool pins") states them.
         or an event stream.
 
 Prints {"tool_digests": {name: digest}, "tools_digest": digest}: what a verification
-records. The tests compare it with what the service stored.
+records. The tests compare it with what the service stored. rfc8785 0.1.4 refuses any
+integral number beyond 2^53 (IntegerDomainError), which RFC 8785 writes as ECMAScript does
+(18446744073709551615 as 18446744073709552000); a tool holding one cannot be checked here.
 """
 
 import hashlib

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use aws_lc_rs::digest::{SHA256, digest};
+use aws_lc_rs::digest::{Context, Digest, SHA256};
 use serde::{Deserialize, Serialize};
 
-use crate::jcs::{self, JcsError, Members};
+use crate::jcs::{self, JcsError, Members, Sink};
 
 /// The most tools a pin holds: a server offering more is not verified.
 pub const MAX_PINNED_TOOLS: usize = 256;
@@ -65,9 +65,10 @@ impl ToolPin {
             .find(|(member, _)| member == "name")
             .and_then(|(_, value)| serde_json::from_str::<String>(value.get()).ok())
             .ok_or(PinError::Unnamed)?;
-        let mut canonical = Vec::with_capacity(tool.len());
-        members.write(&mut canonical)?;
-        self.insert(name.clone(), sha256_hex(&canonical))?;
+        // Straight into the digest: a tool's canonical form is never held.
+        let mut digest = Digests(Context::new(&SHA256));
+        members.write(&mut digest)?;
+        self.insert(name.clone(), hex(&digest.0.finish()))?;
         Ok(name)
     }
 
@@ -121,7 +122,9 @@ impl ToolPin {
             jcs::string(&self.digests[name], &mut canonical);
         }
         canonical.push(b'}');
-        sha256_hex(&canonical)
+        let mut digest = Context::new(&SHA256);
+        digest.update(&canonical);
+        hex(&digest.finish())
     }
 
     /// How this pin differs from `earlier` (a record's `tool_digests`;
@@ -164,10 +167,20 @@ impl Changes {
     }
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// A SHA-256 digest fed as canonical bytes are written.
+struct Digests(Context);
+
+impl Sink for Digests {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// A digest in lowercase hex.
+fn hex(digest: &Digest) -> String {
     use std::fmt::Write as _;
     let mut hex = String::with_capacity(64);
-    for byte in digest(&SHA256, bytes).as_ref() {
+    for byte in digest.as_ref() {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
@@ -279,6 +292,19 @@ mod tests {
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
         assert!(pin(&many[..MAX_PINNED_TOOLS]).is_ok());
         assert_eq!(pin(&many), Err(PinError::TooMany));
+        // A tool's members, its own and nested ones together.
+        let members = |n: usize| {
+            (0..n)
+                .map(|i| format!(r#""m{i}":1"#))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let wide = |n| format!(r#"{{"name":"w",{},"nested":{{"a":1,"b":2}}}}"#, members(n));
+        assert!(pin(&[&wide(jcs::MAX_MEMBERS - 4)]).is_ok());
+        assert_eq!(
+            pin(&[&wide(jcs::MAX_MEMBERS - 3)]),
+            Err(PinError::Canonical(JcsError::TooManyMembers))
+        );
         let long = "n".repeat(MAX_PINNED_NAME_BYTES / 2 + 1);
         let long: Vec<String> = (0..2).map(|n| format!(r#"{{"name":"{n}{long}"}}"#)).collect();
         assert_eq!(pin(&[&long[0], &long[1]]), Err(PinError::TooMany));

@@ -81,7 +81,9 @@ fn python_pin_of_server(endpoint: &str, header: (&str, &str)) -> Value {
 }
 
 /// Tools that exercise the canonical form: non-ASCII text, U+2028, numbers
-/// written as `1e3`, `0.1`, `-0`, nested schemas, member order, `_meta`.
+/// written as `1e3`, `0.1`, `-0`, nested schemas, member order, `_meta`
+/// (no integer beyond 2^53: PyPI's rfc8785 refuses those; jcs.rs's tests
+/// hold them to ECMAScript's output).
 fn first_tools() -> Value {
     json!([
         {"name": "search", "title": "Recherche \u{e9}t\u{e9} \u{1f50d}",

@@ -70,6 +70,8 @@ struct Route {
     /// What a failed verification answers: `mcp_unverified` or
     /// `key_unverified` (none where the route verifies nothing).
     unverified: Option<&'static str>,
+    /// The values its `verify` takes (`true`, `pinned`).
+    modes: Vec<&'static str>,
 }
 
 fn record_fields<R: Resource>() -> Vec<String> {
@@ -106,6 +108,7 @@ fn route<R: Resource>(update: String, record: &'static str) -> Route {
             Verify::Mcp(_) => Some("mcp_unverified"),
             Verify::Key(_) => Some("key_unverified"),
         },
+        modes: R::VERIFY_MODES.iter().map(|mode| mode.as_str()).collect(),
     }
 }
 
@@ -247,6 +250,11 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
             stage: "refused",
             http_status: None,
         },
+        ApiError::McpToolsChanged {
+            added: Vec::new(),
+            removed: Vec::new(),
+            changed: Vec::new(),
+        },
         ApiError::Unavailable,
         ApiError::Internal,
     ];
@@ -267,6 +275,8 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
                 !matches!(e, ApiError::McpUnverified { .. } | ApiError::KeyUnverified { .. })
                     || route.unverified == Some(e.code())
             })
+            // A pin that moved: only where `verify` takes `pinned`.
+            .filter(|e| !matches!(e, ApiError::McpToolsChanged { .. }) || route.modes.contains(&"pinned"))
             .collect();
         let mut expected: BTreeSet<String> = returned.iter().map(|e| e.status().to_string()).collect();
         expected.insert("200".into());
@@ -307,6 +317,16 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
         }
         if route.verifies {
             expected.push("verify".into());
+            // Exactly the values the record kind's verifier takes.
+            let verify = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| resolve(&doc, p))
+                .find(|p| p["name"] == "verify")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(strings(&verify["schema"]["enum"]), route.modes, "{}", route.path);
         }
         // The preconditions the service reads (request::preconditions).
         expected.extend(

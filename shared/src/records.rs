@@ -135,7 +135,7 @@ pub struct Verification {
     pub version: String,
     /// How many tools it listed.
     pub tools: u64,
-    /// The digest of its tools' pin ([`crate::mcp::Pin::digest`]); absent
+    /// The digest of its tools' pin ([`crate::mcp::ToolPin::digest`]); absent
     /// from a verification made before pins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_digest: Option<String>,

@@ -111,20 +111,18 @@ impl ToolPin {
     pub fn digest(&self) -> String {
         let mut names: Vec<&String> = self.digests.keys().collect();
         names.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-        let mut canonical = Vec::with_capacity(self.name_bytes + 70 * self.digests.len() + 2);
-        canonical.push(b'{');
+        let mut digest = Digests(Context::new(&SHA256));
+        digest.put(b"{");
         for (index, name) in names.into_iter().enumerate() {
             if index > 0 {
-                canonical.push(b',');
+                digest.put(b",");
             }
-            jcs::string(name, &mut canonical);
-            canonical.push(b':');
-            jcs::string(&self.digests[name], &mut canonical);
+            jcs::string(name, &mut digest);
+            digest.put(b":");
+            jcs::string(&self.digests[name], &mut digest);
         }
-        canonical.push(b'}');
-        let mut digest = Context::new(&SHA256);
-        digest.update(&canonical);
-        hex(&digest.finish())
+        digest.put(b"}");
+        hex(&digest.0.finish())
     }
 
     /// How this pin differs from `earlier` (a record's `tool_digests`;

@@ -88,39 +88,8 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             Verify::Nothing => return Ok(()),
             Verify::Mcp(handshake) => {
                 let (verified, at) = self.handshake(handshake, record, set, remove).await?;
-                let earlier = records::Verification::read(record, field)
-                    .ok()
-                    .flatten()
-                    .and_then(|earlier| earlier.tool_digests);
-                let changes = verified.pin.changes_since(earlier.as_ref());
-                if mode == VerifyMode::Pinned && !changes.is_empty() {
-                    tracing::warn!(
-                        added = changes.added.len(),
-                        removed = changes.removed.len(),
-                        changed = changes.changed.len(),
-                        "MCP server's tools differ from its pin: nothing written"
-                    );
-                    let Changes {
-                        added,
-                        removed,
-                        changed,
-                    } = changes;
-                    return Err(ApiError::McpToolsChanged {
-                        added,
-                        removed,
-                        changed,
-                    });
-                }
-                for (attribute, names) in
-                    PIN_CHANGES
-                        .into_iter()
-                        .zip([&changes.added, &changes.removed, &changes.changed])
-                {
-                    if !names.is_empty() {
-                        let escaped = names.iter().map(|name| crate::logging::escaped(name, usize::MAX));
-                        set.push((attribute, Written::Plain(AttributeValue::Ss(escaped.collect()))));
-                    }
-                }
+                let earlier = records::Verification::read(record, field).ok().flatten();
+                let changes = judge_pin(mode, &verified, earlier, set)?;
                 server_verification(&verified, at, changes)
             }
             Verify::Key(check) => self.check_key(check, record, set).await?,
@@ -294,6 +263,46 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         });
         Ok(verification)
     }
+}
+
+/// How `verified`'s tools moved against the pin of `earlier` (the record's
+/// verification as read): under `pinned`, a 422 naming them if any did;
+/// otherwise the changes, with the attributes that announce them added to
+/// `set` ([`PIN_CHANGES`]).
+fn judge_pin(
+    mode: VerifyMode,
+    verified: &Verified,
+    earlier: Option<records::Verification>,
+    set: &mut Patch,
+) -> Result<Changes, ApiError> {
+    let earlier = earlier.and_then(|earlier| earlier.tool_digests);
+    let changes = verified.pin.changes_since(earlier.as_ref());
+    if mode == VerifyMode::Pinned && !changes.is_empty() {
+        tracing::warn!(
+            added = changes.added.len(),
+            removed = changes.removed.len(),
+            changed = changes.changed.len(),
+            "MCP server's tools differ from its pin: nothing written"
+        );
+        let Changes {
+            added,
+            removed,
+            changed,
+        } = changes;
+        return Err(ApiError::McpToolsChanged {
+            added,
+            removed,
+            changed,
+        });
+    }
+    let lists = [&changes.added, &changes.removed, &changes.changed];
+    for (attribute, names) in PIN_CHANGES.into_iter().zip(lists) {
+        if !names.is_empty() {
+            let escaped = names.iter().map(|name| crate::logging::escaped(name, usize::MAX));
+            set.push((attribute, Written::Plain(AttributeValue::Ss(escaped.collect()))));
+        }
+    }
+    Ok(changes)
 }
 
 /// An MCP server's verification as stored: what the handshake found at

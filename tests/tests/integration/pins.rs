@@ -8,37 +8,17 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_server_shared::App;
 use agent_server_shared::item::Item;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
 use integration_tests::{
-    MCP_BEARER_TOKEN, Reply, Route, dynamo_app, http, mcp_bearer, mcp_everything, repo_root, serve_local_api,
-    stored_json,
+    MCP_BEARER_TOKEN, Reply, Route, dynamo_app, http, mcp_bearer, mcp_everything, repo_root, stored_json,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json")];
-const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
-
-async fn api() -> String {
-    let app: App<_> = dynamo_app(Policy {
-        allow_private_endpoints: true,
-    })
-    .await;
-    serve_local_api(Arc::new(app), std::future::pending::<()>())
-        .await
-        .0
-}
-
-fn url(base: &str, key: &Key, query: &str) -> String {
-    format!(
-        "{base}/api/agent-server/mcp-servers/{}?project_id={}{query}",
-        key.id,
-        key.project_id.as_deref().unwrap_or_default()
-    )
-}
+// The MCP verification tests' local API and helpers.
+use super::verify::{JSON, MERGE, api, stored, url};
 
 async fn verify(base: &str, key: &Key, mode: &str) -> Reply {
     http("PATCH", &url(base, key, &format!("&verify={mode}")), &MERGE, "{}").await
@@ -165,10 +145,6 @@ impl ChangingPeer {
     fn asked(&self) -> usize {
         *self.asked.lock().unwrap()
     }
-}
-
-async fn stored(key: &Key) -> Item {
-    integration_tests::stored_mcp(key).await
 }
 
 /// The item's attribute `name` as the strings of its string set, sorted.

@@ -22,12 +22,12 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 const SENTINEL: &str = "Bearer VERIFY-HEADER-SENTINEL-51d3";
-const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
-const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json")];
+pub(super) const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
+pub(super) const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json")];
 
 /// The local API on DynamoDB Local, private endpoints allowed (the peers
 /// are on loopback), as `make run` serves it.
-async fn api() -> String {
+pub(super) async fn api() -> String {
     let app: App<_> = dynamo_app(Policy {
         allow_private_endpoints: true,
     })
@@ -42,11 +42,11 @@ async fn record(endpoint: &str) -> Key {
     integration_tests::mcp_record(Some(endpoint)).await
 }
 
-async fn stored(key: &Key) -> Item {
+pub(super) async fn stored(key: &Key) -> Item {
     integration_tests::stored_mcp(key).await
 }
 
-fn url(base: &str, key: &Key, query: &str) -> String {
+pub(super) fn url(base: &str, key: &Key, query: &str) -> String {
     format!(
         "{base}/api/agent-server/mcp-servers/{}?project_id={}{query}",
         key.id,

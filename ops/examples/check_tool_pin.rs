@@ -24,9 +24,10 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent_server_shared::mcp::{self, DialPolicy, SystemResolver};
-use agent_server_shared::rules::Policy;
-use agent_server_shared::secret::Secret;
+use agent_server_shared::mcp::{self, SystemResolver};
+
+#[path = "common/mcp_env.rs"]
+mod mcp_env;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -42,18 +43,11 @@ async fn main() -> ExitCode {
         eprintln!("check_tool_pin: MCP_VERIFICATION is not a verification with a tools_digest\n{usage}");
         return ExitCode::from(2);
     };
-    let given = std::env::var("MCP_HEADERS").unwrap_or_else(|_| "{}".into());
-    let Ok(given) = serde_json::from_str::<BTreeMap<String, String>>(&given) else {
+    let Some(headers) = mcp_env::headers() else {
         eprintln!("check_tool_pin: MCP_HEADERS is not a JSON object of strings");
         return ExitCode::from(2);
     };
-    let headers: BTreeMap<String, Secret> = given
-        .iter()
-        .map(|(name, value)| (name.clone(), Secret::from(value.as_str())))
-        .collect();
-    let policy = DialPolicy::of(Policy {
-        allow_private_endpoints: std::env::var("ALLOW_PRIVATE_ENDPOINTS").is_ok_and(|v| v == "true"),
-    });
+    let policy = mcp_env::policy();
     let live = match mcp::handshake(&url, &headers, &policy, &SystemResolver, Duration::from_secs(10)).await {
         Ok(verified) => verified.pin,
         Err(failure) => {

@@ -19,13 +19,13 @@
 //! addresses, then what the server announced as JSON; a refusal prints its
 //! stage and exits 1. Tested by tests/tests/integration/verify.rs.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent_server_shared::mcp::{self, DialPolicy, SystemResolver};
-use agent_server_shared::rules::Policy;
-use agent_server_shared::secret::Secret;
+use agent_server_shared::mcp::{self, SystemResolver};
+
+#[path = "common/mcp_env.rs"]
+mod mcp_env;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -33,18 +33,11 @@ async fn main() -> ExitCode {
         eprintln!("usage: [MCP_HEADERS='{{\"Name\": \"value\"}}'] dial_mcp_endpoint URL");
         return ExitCode::from(2);
     };
-    let given = std::env::var("MCP_HEADERS").unwrap_or_else(|_| "{}".into());
-    let Ok(given) = serde_json::from_str::<BTreeMap<String, String>>(&given) else {
+    let Some(headers) = mcp_env::headers() else {
         eprintln!("dial_mcp_endpoint: MCP_HEADERS is not a JSON object of strings");
         return ExitCode::from(2);
     };
-    let headers: BTreeMap<String, Secret> = given
-        .iter()
-        .map(|(name, value)| (name.clone(), Secret::from(value.as_str())))
-        .collect();
-    let policy = DialPolicy::of(Policy {
-        allow_private_endpoints: std::env::var("ALLOW_PRIVATE_ENDPOINTS").is_ok_and(|v| v == "true"),
-    });
+    let policy = mcp_env::policy();
     // The guard alone: where a connection may go. A consumer that speaks
     // to the server itself connects with `dialed.connect()`.
     match mcp::dial(&url, &policy, &SystemResolver).await {

@@ -158,17 +158,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             Some(endpoint) => handshake(endpoint, &headers, &dial_policy, budget).await,
         };
         add_time(&mut self.calls.mcp, started);
-        let verified = outcome.map_err(|failure| {
-            tracing::warn!(
-                stage = failure.stage(),
-                reason = %failure,
-                "MCP handshake failed: nothing written"
-            );
-            ApiError::McpUnverified {
-                stage: failure.stage(),
-                http_status: failure.http_status(),
-            }
-        })?;
+        let verified = outcome?;
         tracing::info!(
             protocol_version = verified.protocol_version.as_str(),
             tools = verified.tools(),
@@ -192,24 +182,13 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         record: &Item,
         set: &Patch,
     ) -> Result<AttributeValue, ApiError> {
-        let unverified = |failure: KeyFailure| {
-            tracing::warn!(
-                stage = failure.stage(),
-                reason = %failure,
-                "provider key check failed: nothing written"
-            );
-            ApiError::KeyUnverified {
-                stage: failure.stage(),
-                http_status: failure.http_status(),
-            }
-        };
         let provider = match record.get("provider_type") {
             Some(AttributeValue::S(spelling)) => ProviderType::parse(spelling),
             _ => None,
         }
-        .ok_or_else(|| unverified(KeyFailure::UnsupportedProvider))?;
+        .ok_or(KeyFailure::UnsupportedProvider)?;
         let Some(field) = R::FIELDS.iter().find(|field| field.is_sealed()) else {
-            return Err(unverified(KeyFailure::NoKey));
+            return Err(KeyFailure::NoKey.into());
         };
         let key = match set.iter().find(|(name, _)| *name == field.name) {
             Some((_, Written::Secret(key))) => key.clone(),
@@ -219,7 +198,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
                 }
                 // Stored before sealing.
                 Some(AttributeValue::S(text)) => Secret::from(text.as_str()),
-                _ => return Err(unverified(KeyFailure::NoKey)),
+                _ => return Err(KeyFailure::NoKey.into()),
             },
         };
         let sent = Sent::Key {
@@ -246,7 +225,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         let started = Instant::now();
         let outcome = check(&probe).await;
         add_time(&mut self.calls.provider, started);
-        let models = outcome.map_err(unverified)?;
+        let models = outcome?;
         tracing::info!(provider = provider.as_str(), models, "provider key check passed");
         let verification = AttributeValue::M(
             [
@@ -262,6 +241,39 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             earned: Earned::Key(verification.clone()),
         });
         Ok(verification)
+    }
+}
+
+/// A handshake that failed: 422 naming its stage, with the one log line
+/// that explains it (the stage and our own reason, never what the server
+/// sent).
+impl From<Failure> for ApiError {
+    fn from(failure: Failure) -> Self {
+        tracing::warn!(
+            stage = failure.stage(),
+            reason = %failure,
+            "MCP handshake failed: nothing written"
+        );
+        Self::McpUnverified {
+            stage: failure.stage(),
+            http_status: failure.http_status(),
+        }
+    }
+}
+
+/// A provider key check that failed: 422 naming its stage, with the one
+/// log line that explains it (never the key or what the provider sent).
+impl From<KeyFailure> for ApiError {
+    fn from(failure: KeyFailure) -> Self {
+        tracing::warn!(
+            stage = failure.stage(),
+            reason = %failure,
+            "provider key check failed: nothing written"
+        );
+        Self::KeyUnverified {
+            stage: failure.stage(),
+            http_status: failure.http_status(),
+        }
     }
 }
 

@@ -266,33 +266,25 @@ async fn a_verification_pins_every_tool_as_rfc8785_digests_and_pinned_refuses_dr
     // The consumer example: a live tools/list against the pin, exit 3 and
     // the moved tools' names when they differ, 0 when they do not.
     let example = integration_tests::workspace_binary("check_tool_pin");
+    // What it exits with and prints, asked about `verification`'s pin.
     let check = |verification: &Value| {
-        std::process::Command::new(&example)
+        let output = std::process::Command::new(&example)
             .arg(&peer.endpoint)
             .env("MCP_VERIFICATION", verification.to_string())
             .env("ALLOW_PRIVATE_ENDPOINTS", "true")
             .output()
-            .expect("cannot run the example")
+            .expect("cannot run the example");
+        let said: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        (output.status.code(), said)
     };
-    let same = check(verification);
-    assert_eq!(
-        same.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&same.stderr)
-    );
-    let said: Value = serde_json::from_slice(&same.stdout).unwrap();
+    let (code, said) = check(verification);
+    assert_eq!(code, Some(0), "{said}");
     assert_eq!(said["moved"], false);
     assert_eq!(said["live"], verification["tools_digest"]);
     peer.set(first_tools());
-    let moved = check(verification);
-    assert_eq!(
-        moved.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&moved.stderr)
-    );
-    let said: Value = serde_json::from_slice(&moved.stdout).unwrap();
+    let (code, said) = check(verification);
+    assert_eq!(code, Some(3), "{said}");
     assert_eq!(
         said,
         json!({"pinned": verification["tools_digest"], "live": expected["tools_digest"], "moved": true,

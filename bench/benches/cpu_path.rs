@@ -10,7 +10,7 @@ use agent_server_shared::item::{self, Item};
 use agent_server_shared::seal::{MemorySealer, Sealer};
 use agent_server_shared::store::{Store, StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
-use aws_sdk_dynamodb::types::AttributeValue;
+use agent_server_shared::item::Attr;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -83,7 +83,7 @@ fn stored(extra: &[(&str, Value)]) -> Item {
     .chain(extra)
     .map(|(name, value)| (name.to_string(), item::to_attribute(value)))
     .collect();
-    item.insert("version".into(), AttributeValue::N("7".into()));
+    item.insert("version".into(), Attr::N("7".into()));
     item
 }
 

@@ -3,7 +3,7 @@
 
 use agent_server_shared::Table;
 use agent_server_shared::store::{Key, Update};
-use aws_sdk_dynamodb::types::AttributeValue;
+use agent_server_shared::item::Attr;
 use local_api::samples;
 
 /// The sample API key the sealing subjects update.
@@ -23,14 +23,14 @@ pub fn sample_update(round: usize) -> Update {
             id: samples::MODEL_ID.into(),
         },
         set: vec![
-            ("name", AttributeValue::S("Claude Sonnet".into())),
-            ("provider_type", AttributeValue::S("Anthropic".into())),
+            ("name", Attr::S("Claude Sonnet".into())),
+            ("provider_type", Attr::S("Anthropic".into())),
             (
                 "parameters",
-                AttributeValue::M(
+                Attr::M(
                     [
-                        ("temperature".to_string(), AttributeValue::N("0.2".into())),
-                        ("max_tokens".to_string(), AttributeValue::N(round.to_string())),
+                        ("temperature".to_string(), Attr::N("0.2".into())),
+                        ("max_tokens".to_string(), Attr::N(round.to_string())),
                     ]
                     .into(),
                 ),

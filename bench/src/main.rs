@@ -607,7 +607,7 @@ async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal, mcp_url:
         if id == MCP_VERIFY {
             item.insert(
                 "endpoint".into(),
-                aws_sdk_dynamodb::types::AttributeValue::S(mcp_url.to_string()),
+                agent_server_shared::item::Attr::S(mcp_url.to_string()),
             );
         }
         item.insert(
@@ -625,7 +625,7 @@ async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal, mcp_url:
         dynamo
             .put_item()
             .table_name(TableNames::default().name(Table::McpServers))
-            .set_item(Some(item))
+            .set_item(Some(agent_server_shared::item::to_sdk(item)))
             .send()
             .await
             .map_err(|e| format!("storing the bench's MCP record: {e:?}"))?;

@@ -2,8 +2,7 @@
 //! that the README's examples and the files in `events/` use.
 
 use agent_server_shared::Table;
-use agent_server_shared::item::Item;
-use aws_sdk_dynamodb::types::AttributeValue;
+use agent_server_shared::item::{Attr, Item};
 
 /// The sample API key's id.
 pub const API_KEY_ID: &str = "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01";
@@ -21,15 +20,15 @@ pub const OTHER_MODEL_ID: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
 /// When the samples were "created".
 pub const CREATED_AT: &str = "2026-01-01T00:00:00.000Z";
 
-fn s(text: &str) -> AttributeValue {
-    AttributeValue::S(text.into())
+fn s(text: &str) -> Attr {
+    Attr::S(text.into())
 }
 
-fn n(text: &str) -> AttributeValue {
-    AttributeValue::N(text.into())
+fn n(text: &str) -> Attr {
+    Attr::N(text.into())
 }
 
-fn item(attributes: Vec<(&str, AttributeValue)>) -> Item {
+fn item(attributes: Vec<(&str, Attr)>) -> Item {
     let common = [
         ("created_at", s(CREATED_AT)),
         ("updated_at", s(CREATED_AT)),
@@ -51,7 +50,7 @@ pub fn items() -> Vec<(Table, Item)> {
                 ("id", s(API_KEY_ID)),
                 ("provider_type", s("OpenAI")),
                 ("name", s("Sample OpenAI key")),
-                ("enabled", AttributeValue::Bool(true)),
+                ("enabled", Attr::Bool(true)),
                 ("api_key", s("sk-sample-0000000000000000")),
             ]),
         ),
@@ -64,7 +63,7 @@ pub fn items() -> Vec<(Table, Item)> {
                 ("endpoint", s("https://mcp.example.com/sse")),
                 (
                     "headers",
-                    AttributeValue::M([("Authorization".to_string(), s("Bearer sample-token"))].into()),
+                    Attr::M([("Authorization".to_string(), s("Bearer sample-token"))].into()),
                 ),
             ]),
         ),
@@ -78,7 +77,7 @@ pub fn items() -> Vec<(Table, Item)> {
                 ("provider_type", s("Anthropic")),
                 (
                     "parameters",
-                    AttributeValue::M(
+                    Attr::M(
                         [
                             ("temperature".to_string(), n("0.7")),
                             ("max_tokens".to_string(), n("4096")),
@@ -98,7 +97,7 @@ pub fn items() -> Vec<(Table, Item)> {
                 ("provider_type", s("OpenAI")),
                 (
                     "parameters",
-                    AttributeValue::M([("temperature".to_string(), n("1"))].into()),
+                    Attr::M([("temperature".to_string(), n("1"))].into()),
                 ),
             ]),
         ),

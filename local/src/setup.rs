@@ -130,7 +130,7 @@ pub async fn load_samples(
         client
             .put_item()
             .table_name(tables.name(table))
-            .set_item(Some(item))
+            .set_item(Some(agent_server_shared::item::to_sdk(item)))
             .send()
             .await
             .map_err(|e| failed(format!("load sample into {}", tables.name(table)), e))?;

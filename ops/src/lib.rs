@@ -8,13 +8,12 @@
 use std::collections::HashMap;
 
 use agent_server_shared::Table;
-use agent_server_shared::item::Item;
+use agent_server_shared::item::{self, Attr, Item};
 use agent_server_shared::records::Sealing;
 use agent_server_shared::seal::{self, Sealer};
 use agent_server_shared::store::Key;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::AttributeValue;
 
 /// What one run found and did in one table, item by item.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -109,7 +108,10 @@ pub async fn seal_table(
             page.map_err(|e| format!("cannot scan {name}: {}", e.code().unwrap_or("request failed")))?;
         for item in page.items.unwrap_or_default() {
             report.scanned += 1;
-            seal_item(client, table, name, sealer, item, dry_run, &mut report).await;
+            match item::from_sdk(item) {
+                Ok(item) => seal_item(client, table, name, sealer, item, dry_run, &mut report).await,
+                Err(_) => report.unexpected += 1,
+            }
         }
     }
     Ok(report)
@@ -133,20 +135,14 @@ fn found(table: Table, item: &Item) -> Found {
     let mut outcome = Found::Nothing;
     for field in table.fields() {
         let this = match (field.sealing(), item.get(field.name)) {
-            (None, _) | (_, None | Some(AttributeValue::Null(_))) => continue,
-            (Some(Sealing::Whole), Some(AttributeValue::S(_))) => Found::Plain,
-            (Some(Sealing::Whole), Some(AttributeValue::B(_))) => Found::Sealed,
-            (Some(Sealing::Values { key }), Some(AttributeValue::M(members))) => {
-                let plain = members
-                    .values()
-                    .any(|value| matches!(value, AttributeValue::S(_)));
+            (None, _) | (_, None | Some(Attr::Null)) => continue,
+            (Some(Sealing::Whole), Some(Attr::S(_))) => Found::Plain,
+            (Some(Sealing::Whole), Some(Attr::B(_))) => Found::Sealed,
+            (Some(Sealing::Values { key }), Some(Attr::M(members))) => {
+                let plain = members.values().any(|value| matches!(value, Attr::S(_)));
                 match (item.contains_key(key), plain) {
                     (false, true) => Found::Plain,
-                    (true, _)
-                        if members
-                            .values()
-                            .all(|value| matches!(value, AttributeValue::B(_))) =>
-                    {
+                    (true, _) if members.values().all(|value| matches!(value, Attr::B(_))) => {
                         if seal::has_earlier_layout(members) {
                             Found::Earlier
                         } else {
@@ -229,8 +225,8 @@ pub async fn seal_item(
             continue;
         };
         names.insert(format!("#f{index}"), field.name.to_owned());
-        values.insert(format!(":plain{index}"), plain.clone());
-        values.insert(format!(":sealed{index}"), ciphertext.clone());
+        values.insert(format!(":plain{index}"), plain.clone().into());
+        values.insert(format!(":sealed{index}"), ciphertext.clone().into());
         assignments.push(format!("#f{index} = :sealed{index}"));
         // Only while the item still holds the plain text that was sealed:
         // a concurrent write wins, and the next run looks again.
@@ -240,12 +236,12 @@ pub async fn seal_item(
                 // Re-sealed under the key the item holds: only while it does.
                 (Some(stored), _) => {
                     names.insert(format!("#k{index}"), attribute.to_owned());
-                    values.insert(format!(":key{index}"), stored.clone());
+                    values.insert(format!(":key{index}"), stored.clone().into());
                     conditions.push(format!("#k{index} = :key{index}"));
                 }
                 (None, Some(data_key)) => {
                     names.insert(format!("#k{index}"), attribute.to_owned());
-                    values.insert(format!(":key{index}"), data_key.clone());
+                    values.insert(format!(":key{index}"), data_key.clone().into());
                     assignments.push(format!("#k{index} = :key{index}"));
                     conditions.push(format!("attribute_not_exists(#k{index})"));
                 }
@@ -256,7 +252,7 @@ pub async fn seal_item(
     let written = client
         .update_item()
         .table_name(name)
-        .set_key(Some(key.attributes()))
+        .set_key(Some(item::to_sdk(key.attributes())))
         .update_expression(format!("SET {}", assignments.join(", ")))
         .condition_expression(conditions.join(" AND "))
         .set_expression_attribute_names(Some(names))

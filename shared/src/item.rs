@@ -1,4 +1,6 @@
-//! DynamoDB items: how JSON values become attributes and back.
+//! Stored items in the project's own terms ([`Attr`]), how JSON values
+//! become attributes and back, and the one crossing to and from the SDK's
+//! `AttributeValue` (for `store::dynamo` alone).
 //!
 //! Strings are S, booleans BOOL, numbers N (their exact decimal text),
 //! null NULL, arrays L and objects M, so `parameters` is stored natively
@@ -7,14 +9,133 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::base64;
 use serde_json::{Map, Number, Value};
 
 use crate::number::Decimal;
 
-/// One DynamoDB item.
-pub type Item = HashMap<String, AttributeValue>;
+/// One stored item, by attribute name.
+pub type Item = HashMap<String, Attr>;
+
+/// A stored attribute's value: DynamoDB's ten types, held by the project
+/// rather than the SDK, so merge, patch and verify never name a storage
+/// client's type. Every type is kept, so a merge carries what another
+/// writer stored (a set, binary) through unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attr {
+    /// A string (S).
+    S(String),
+    /// A number (N), as its decimal text.
+    N(String),
+    /// Binary (B).
+    B(Vec<u8>),
+    /// A string set (SS).
+    Ss(Vec<String>),
+    /// A number set (NS).
+    Ns(Vec<String>),
+    /// A binary set (BS).
+    Bs(Vec<Vec<u8>>),
+    /// A map (M).
+    M(HashMap<String, Attr>),
+    /// A list (L).
+    L(Vec<Attr>),
+    /// A boolean (BOOL).
+    Bool(bool),
+    /// NULL.
+    Null,
+}
+
+impl Attr {
+    /// The text of a string (S).
+    pub fn as_s(&self) -> Option<&str> {
+        match self {
+            Self::S(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The members of a map (M).
+    pub fn as_m(&self) -> Option<&HashMap<String, Attr>> {
+        match self {
+            Self::M(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    /// The decimal text of a number (N).
+    pub fn as_n(&self) -> Option<&str> {
+        match self {
+            Self::N(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+impl From<Attr> for AttributeValue {
+    fn from(attr: Attr) -> Self {
+        match attr {
+            Attr::S(text) => Self::S(text),
+            Attr::N(text) => Self::N(text),
+            Attr::B(bytes) => Self::B(Blob::new(bytes)),
+            Attr::Ss(texts) => Self::Ss(texts),
+            Attr::Ns(numbers) => Self::Ns(numbers),
+            Attr::Bs(blobs) => Self::Bs(blobs.into_iter().map(Blob::new).collect()),
+            Attr::M(members) => Self::M(to_sdk(members)),
+            Attr::L(items) => Self::L(items.into_iter().map(Self::from).collect()),
+            Attr::Bool(flag) => Self::Bool(flag),
+            Attr::Null => Self::Null(true),
+        }
+    }
+}
+
+/// An item for the SDK.
+pub fn to_sdk(item: Item) -> HashMap<String, AttributeValue> {
+    item.into_iter().map(|(name, attr)| (name, attr.into())).collect()
+}
+
+/// An item from the SDK. A type DynamoDB does not have (the SDK's
+/// `Unknown`, from a newer service) is refused by name.
+pub fn from_sdk(item: HashMap<String, AttributeValue>) -> Result<Item, ItemError> {
+    item.into_iter()
+        .map(|(name, value)| {
+            let attr = from_sdk_value(&name, value)?;
+            Ok((name, attr))
+        })
+        .collect()
+}
+
+fn from_sdk_value(name: &str, value: AttributeValue) -> Result<Attr, ItemError> {
+    Ok(match value {
+        AttributeValue::S(text) => Attr::S(text),
+        AttributeValue::N(text) => Attr::N(text),
+        AttributeValue::B(blob) => Attr::B(blob.into_inner()),
+        AttributeValue::Ss(texts) => Attr::Ss(texts),
+        AttributeValue::Ns(numbers) => Attr::Ns(numbers),
+        AttributeValue::Bs(blobs) => Attr::Bs(blobs.into_iter().map(Blob::into_inner).collect()),
+        AttributeValue::M(members) => Attr::M(
+            members
+                .into_iter()
+                .map(|(member, value)| Ok((member, from_sdk_value(name, value)?)))
+                .collect::<Result<_, ItemError>>()?,
+        ),
+        AttributeValue::L(items) => Attr::L(
+            items
+                .into_iter()
+                .map(|value| from_sdk_value(name, value))
+                .collect::<Result<_, _>>()?,
+        ),
+        AttributeValue::Bool(flag) => Attr::Bool(flag),
+        AttributeValue::Null(_) => Attr::Null,
+        _ => {
+            return Err(ItemError {
+                attribute: name.to_string(),
+                expected: "one of DynamoDB's attribute types",
+            });
+        }
+    })
+}
 
 /// A stored attribute that does not have the type its record field needs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +151,7 @@ pub struct ItemError {
 /// only sealed ([`crate::patch::into_attributes`]). Its `Debug` shows the
 /// names only all the same: a value may be a record's text as read.
 #[derive(Clone, Default, PartialEq)]
-pub struct Attributes(Vec<(&'static str, AttributeValue)>);
+pub struct Attributes(Vec<(&'static str, Attr)>);
 
 impl Attributes {
     /// No attributes.
@@ -54,7 +175,7 @@ impl std::fmt::Debug for Attributes {
 }
 
 impl std::ops::Deref for Attributes {
-    type Target = Vec<(&'static str, AttributeValue)>;
+    type Target = Vec<(&'static str, Attr)>;
     fn deref(&self) -> &Self::Target {
         &self.0
     }
@@ -66,47 +187,47 @@ impl std::ops::DerefMut for Attributes {
     }
 }
 
-impl From<Vec<(&'static str, AttributeValue)>> for Attributes {
-    fn from(attributes: Vec<(&'static str, AttributeValue)>) -> Self {
+impl From<Vec<(&'static str, Attr)>> for Attributes {
+    fn from(attributes: Vec<(&'static str, Attr)>) -> Self {
         Self(attributes)
     }
 }
 
-impl FromIterator<(&'static str, AttributeValue)> for Attributes {
-    fn from_iter<I: IntoIterator<Item = (&'static str, AttributeValue)>>(iter: I) -> Self {
+impl FromIterator<(&'static str, Attr)> for Attributes {
+    fn from_iter<I: IntoIterator<Item = (&'static str, Attr)>>(iter: I) -> Self {
         Self(iter.into_iter().collect())
     }
 }
 
 impl IntoIterator for Attributes {
-    type Item = (&'static str, AttributeValue);
-    type IntoIter = std::vec::IntoIter<(&'static str, AttributeValue)>;
+    type Item = (&'static str, Attr);
+    type IntoIter = std::vec::IntoIter<(&'static str, Attr)>;
     fn into_iter(self) -> Self::IntoIter {
         self.0.into_iter()
     }
 }
 
 impl<'a> IntoIterator for &'a Attributes {
-    type Item = &'a (&'static str, AttributeValue);
-    type IntoIter = std::slice::Iter<'a, (&'static str, AttributeValue)>;
+    type Item = &'a (&'static str, Attr);
+    type IntoIter = std::slice::Iter<'a, (&'static str, Attr)>;
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
     }
 }
 
 /// The attribute for a JSON value.
-pub fn to_attribute(value: &Value) -> AttributeValue {
+pub fn to_attribute(value: &Value) -> Attr {
     match value {
-        Value::Null => AttributeValue::Null(true),
-        Value::Bool(flag) => AttributeValue::Bool(*flag),
+        Value::Null => Attr::Null,
+        Value::Bool(flag) => Attr::Bool(*flag),
         // One canonical spelling, so an exponent DynamoDB cannot parse
         // (`0e2147483648`) never reaches it; validation has checked the value.
-        Value::Number(number) => AttributeValue::N(
+        Value::Number(number) => Attr::N(
             Decimal::parse(number.as_str()).map_or_else(|| number.to_string(), |decimal| decimal.canonical()),
         ),
-        Value::String(text) => AttributeValue::S(text.clone()),
-        Value::Array(items) => AttributeValue::L(items.iter().map(to_attribute).collect()),
-        Value::Object(map) => AttributeValue::M(
+        Value::String(text) => Attr::S(text.clone()),
+        Value::Array(items) => Attr::L(items.iter().map(to_attribute).collect()),
+        Value::Object(map) => Attr::M(
             map.iter()
                 .map(|(key, value)| (key.clone(), to_attribute(value)))
                 .collect(),
@@ -115,25 +236,25 @@ pub fn to_attribute(value: &Value) -> AttributeValue {
 }
 
 /// The JSON value for an attribute, as [`to_attribute`] would have written it.
-pub fn to_json(name: &str, attribute: &AttributeValue) -> Result<Value, ItemError> {
+pub fn to_json(name: &str, attribute: &Attr) -> Result<Value, ItemError> {
     let invalid = |expected| ItemError {
         attribute: name.to_string(),
         expected,
     };
     Ok(match attribute {
-        AttributeValue::Null(_) => Value::Null,
-        AttributeValue::Bool(flag) => Value::Bool(*flag),
-        AttributeValue::N(text) => {
+        Attr::Null => Value::Null,
+        Attr::Bool(flag) => Value::Bool(*flag),
+        Attr::N(text) => {
             Value::Number(Number::from_str(text).map_err(|_| invalid("a JSON-compatible number"))?)
         }
-        AttributeValue::S(text) => Value::String(text.clone()),
-        AttributeValue::L(items) => Value::Array(
+        Attr::S(text) => Value::String(text.clone()),
+        Attr::L(items) => Value::Array(
             items
                 .iter()
                 .map(|item| to_json(name, item))
                 .collect::<Result<_, _>>()?,
         ),
-        AttributeValue::M(map) => {
+        Attr::M(map) => {
             // DynamoDB's map has no order; keys sorted, so a record reads
             // the same every time.
             let mut entries: Vec<_> = map.iter().collect();
@@ -148,30 +269,29 @@ pub fn to_json(name: &str, attribute: &AttributeValue) -> Result<Value, ItemErro
         // Types this service never writes, but another writer might: sets
         // read as arrays and binary as base64 text, so a stored record can
         // always be returned.
-        AttributeValue::Ss(texts) => Value::Array(texts.iter().cloned().map(Value::String).collect()),
-        AttributeValue::Ns(numbers) => Value::Array(
+        Attr::Ss(texts) => Value::Array(texts.iter().cloned().map(Value::String).collect()),
+        Attr::Ns(numbers) => Value::Array(
             numbers
                 .iter()
                 .map(|text| Number::from_str(text).map(Value::Number))
                 .collect::<Result<_, _>>()
                 .map_err(|_| invalid("a JSON-compatible number"))?,
         ),
-        AttributeValue::B(blob) => Value::String(base64::encode(blob.as_ref())),
-        AttributeValue::Bs(blobs) => Value::Array(
+        Attr::B(bytes) => Value::String(base64::encode(bytes)),
+        Attr::Bs(blobs) => Value::Array(
             blobs
                 .iter()
-                .map(|blob| Value::String(base64::encode(blob.as_ref())))
+                .map(|bytes| Value::String(base64::encode(bytes)))
                 .collect(),
         ),
-        _ => return Err(invalid("a JSON-compatible attribute")),
     })
 }
 
 /// A string attribute; absent is `None`.
 pub fn string(item: &Item, name: &str) -> Result<Option<String>, ItemError> {
     match item.get(name) {
-        None | Some(AttributeValue::Null(_)) => Ok(None),
-        Some(AttributeValue::S(text)) => Ok(Some(text.clone())),
+        None | Some(Attr::Null) => Ok(None),
+        Some(Attr::S(text)) => Ok(Some(text.clone())),
         Some(_) => Err(ItemError {
             attribute: name.into(),
             expected: "a string (S)",
@@ -218,8 +338,8 @@ impl Attribute for Sealed {
     const KIND: Kind = Kind::Binary;
     fn read(item: &Item, name: &str) -> Result<Option<Self>, ItemError> {
         match item.get(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(AttributeValue::B(blob)) => Ok(Some(Self(blob.as_ref().to_vec()))),
+            None | Some(Attr::Null) => Ok(None),
+            Some(Attr::B(bytes)) => Ok(Some(Self(bytes.clone()))),
             Some(_) => Err(ItemError {
                 attribute: name.into(),
                 expected: "binary (B)",
@@ -231,8 +351,8 @@ impl Attribute for Sealed {
 /// A boolean attribute; absent is `None`.
 pub fn boolean(item: &Item, name: &str) -> Result<Option<bool>, ItemError> {
     match item.get(name) {
-        None | Some(AttributeValue::Null(_)) => Ok(None),
-        Some(AttributeValue::Bool(flag)) => Ok(Some(*flag)),
+        None | Some(Attr::Null) => Ok(None),
+        Some(Attr::Bool(flag)) => Ok(Some(*flag)),
         Some(_) => Err(ItemError {
             attribute: name.into(),
             expected: "a boolean (BOOL)",
@@ -243,8 +363,8 @@ pub fn boolean(item: &Item, name: &str) -> Result<Option<bool>, ItemError> {
 /// A map attribute as a JSON object; absent is `None`.
 pub fn object(item: &Item, name: &str) -> Result<Option<Map<String, Value>>, ItemError> {
     match item.get(name) {
-        None | Some(AttributeValue::Null(_)) => Ok(None),
-        Some(attribute @ AttributeValue::M(_)) => match to_json(name, attribute)? {
+        None | Some(Attr::Null) => Ok(None),
+        Some(attribute @ Attr::M(_)) => match to_json(name, attribute)? {
             Value::Object(map) => Ok(Some(map)),
             _ => Err(ItemError {
                 attribute: name.into(),
@@ -262,7 +382,7 @@ pub fn object(item: &Item, name: &str) -> Result<Option<Map<String, Value>>, Ite
 pub fn version(item: &Item) -> Result<u64, ItemError> {
     match item.get("version") {
         None => Ok(0),
-        Some(AttributeValue::N(text)) => text.parse().map_err(|_| ItemError {
+        Some(Attr::N(text)) => text.parse().map_err(|_| ItemError {
             attribute: "version".into(),
             expected: "a non-negative integer (N)",
         }),
@@ -289,7 +409,7 @@ pub fn version_tag(item: &Item) -> Result<String, ItemError> {
     };
     match item.get("version") {
         None => Ok("0".into()),
-        Some(AttributeValue::N(text)) => match Decimal::parse(text) {
+        Some(Attr::N(text)) => match Decimal::parse(text) {
             Some(decimal) if !decimal.is_negative() => Ok(decimal.canonical()),
             _ => Err(invalid()),
         },
@@ -322,14 +442,14 @@ impl Kind {
         }
     }
 
-    fn holds(self, attribute: &AttributeValue) -> bool {
+    fn holds(self, attribute: &Attr) -> bool {
         matches!(
             (self, attribute),
-            (_, AttributeValue::Null(_))
-                | (Self::String, AttributeValue::S(_))
-                | (Self::Boolean, AttributeValue::Bool(_))
-                | (Self::Map, AttributeValue::M(_))
-                | (Self::Binary, AttributeValue::B(_))
+            (_, Attr::Null)
+                | (Self::String, Attr::S(_))
+                | (Self::Boolean, Attr::Bool(_))
+                | (Self::Map, Attr::M(_))
+                | (Self::Binary, Attr::B(_))
         )
     }
 }
@@ -350,7 +470,7 @@ pub fn updatable(item: &Item, readable: &[(&'static str, Kind)]) -> Result<(), I
     }
     let version_ok = match item.get("version") {
         None => true,
-        Some(AttributeValue::N(text)) => {
+        Some(Attr::N(text)) => {
             let max = MAX_VERSION.to_string();
             let max = Decimal::parse(&max);
             Decimal::parse(text).is_some_and(|version| !version.is_negative() && Some(version) <= max)
@@ -380,20 +500,19 @@ mod tests {
         .unwrap_or_default();
         let attribute = to_attribute(&value);
         assert!(
-            matches!(&attribute, AttributeValue::M(map) if map["n"] == AttributeValue::N("12345678901234567890123456789012345678".into()))
+            matches!(&attribute, Attr::M(map) if map["n"] == Attr::N("12345678901234567890123456789012345678".into()))
         );
         assert_eq!(to_json("parameters", &attribute), Ok(value));
     }
 
     #[test]
     fn sets_and_binary_written_by_others_read_as_json() {
-        use aws_sdk_dynamodb::primitives::Blob;
-        let attribute = AttributeValue::M(
+        let attribute = Attr::M(
             [
-                ("ss".to_string(), AttributeValue::Ss(vec!["a".into()])),
-                ("ns".to_string(), AttributeValue::Ns(vec!["1.5".into()])),
-                ("b".to_string(), AttributeValue::B(Blob::new(*b"hi"))),
-                ("bs".to_string(), AttributeValue::Bs(vec![Blob::new(*b"hi")])),
+                ("ss".to_string(), Attr::Ss(vec!["a".into()])),
+                ("ns".to_string(), Attr::Ns(vec!["1.5".into()])),
+                ("b".to_string(), Attr::B(b"hi".to_vec())),
+                ("bs".to_string(), Attr::Bs(vec![b"hi".to_vec()])),
             ]
             .into(),
         );
@@ -405,20 +524,46 @@ mod tests {
     }
 
     #[test]
+    fn every_stored_type_crosses_to_the_sdk_and_back_unchanged() {
+        let item: Item = [
+            ("s", Attr::S("text".into())),
+            ("n", Attr::N("-1.50".into())),
+            ("b", Attr::B(vec![0, 255])),
+            ("ss", Attr::Ss(vec!["a".into(), "b".into()])),
+            ("ns", Attr::Ns(vec!["1".into(), "2e3".into()])),
+            ("bs", Attr::Bs(vec![vec![1], vec![]])),
+            ("l", Attr::L(vec![Attr::Null, Attr::Bool(false)])),
+            (
+                "m",
+                Attr::M([("nested".to_string(), Attr::M(HashMap::new()))].into()),
+            ),
+            ("bool", Attr::Bool(true)),
+            ("null", Attr::Null),
+        ]
+        .into_iter()
+        .map(|(name, attr)| (name.to_string(), attr))
+        .collect();
+        let sdk = to_sdk(item.clone());
+        assert_eq!(sdk["null"], AttributeValue::Null(true));
+        assert_eq!(sdk["b"], AttributeValue::B(Blob::new(vec![0, 255])));
+        assert_eq!(from_sdk(sdk), Ok(item));
+    }
+
+    #[test]
     fn updatable_items_have_readable_attributes_and_a_version_in_range() {
         let readable = [
             ("name", Kind::String),
             ("enabled", Kind::Boolean),
             ("headers", Kind::Map),
         ];
-        let with = |name: &str, value: AttributeValue| -> Item { [(name.to_string(), value)].into() };
-        let n = |text: &str| AttributeValue::N(text.into());
+        let with = |name: &str, value: Attr| -> Item { [(name.to_string(), value)].into() };
+        let n = |text: &str| Attr::N(text.into());
         for ok in [
             Item::new(),
-            with("name", AttributeValue::S("x".into())),
-            with("name", AttributeValue::Null(true)),
-            with("enabled", AttributeValue::Bool(true)),
-            with("headers", AttributeValue::M(HashMap::new())),
+            with("name", Attr::S("x".into())),
+            with("name", Attr::Null),
+            with("enabled", Attr::Bool(true)),
+            with("headers", Attr::M(HashMap::new())),
             with("other", n("1")),
             with("version", n("0")),
             with("version", n("1.5")),
@@ -428,12 +573,12 @@ mod tests {
         }
         for (bad, attribute) in [
             (with("name", n("1")), "name"),
-            (with("enabled", AttributeValue::S("true".into())), "enabled"),
-            (with("headers", AttributeValue::S("{}".into())), "headers"),
+            (with("enabled", Attr::S("true".into())), "enabled"),
+            (with("headers", Attr::S("{}".into())), "headers"),
             (with("version", n("-7")), "version"),
             (with("version", n("18446744073709551615")), "version"),
             (with("version", n("1e30")), "version"),
-            (with("version", AttributeValue::S("3".into())), "version"),
+            (with("version", Attr::S("3".into())), "version"),
         ] {
             assert_eq!(
                 updatable(&bad, &readable).map_err(|e| e.attribute),
@@ -448,9 +593,9 @@ mod tests {
     #[test]
     fn typed_getters_refuse_other_types() {
         let item: Item = [
-            ("name".to_string(), AttributeValue::N("1".into())),
-            ("enabled".to_string(), AttributeValue::S("true".into())),
-            ("version".to_string(), AttributeValue::S("3".into())),
+            ("name".to_string(), Attr::N("1".into())),
+            ("enabled".to_string(), Attr::S("true".into())),
+            ("version".to_string(), Attr::S("3".into())),
         ]
         .into();
         assert!(string(&item, "name").is_err());

@@ -134,4 +134,38 @@ mod imports {
             );
         }
     }
+
+    /// Storage types stay in storage: outside tests, DynamoDB's
+    /// `AttributeValue` is named by the DynamoDB store and the one module
+    /// that converts to and from it; merge, patch, verify and the records
+    /// hold `item::Attr`.
+    #[test]
+    fn the_sdk_value_type_is_named_only_where_items_cross_to_dynamodb() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut naming = BTreeSet::new();
+        let mut files = vec![src.clone()];
+        while let Some(path) = files.pop() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    files.push(path);
+                } else if std::fs::read_to_string(&path)
+                    .unwrap_or_default()
+                    .split("#[cfg(test)]")
+                    .next()
+                    .is_some_and(|code| code.contains("AttributeValue"))
+                {
+                    let relative = path.strip_prefix(&src).map(|p| p.to_string_lossy().into_owned());
+                    naming.insert(relative.unwrap_or_default());
+                }
+            }
+        }
+        let allowed = BTreeSet::from(["item.rs".to_string(), "store/dynamo.rs".to_string()]);
+        assert!(naming.contains("store/dynamo.rs"), "{naming:?}");
+        assert!(
+            naming.is_subset(&allowed),
+            "{:?}",
+            naming.difference(&allowed).collect::<Vec<_>>()
+        );
+    }
 }

@@ -8,13 +8,13 @@
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
+use crate::item::Attr;
 use crate::item::{self, Item};
 use crate::patch::{self, Patch, Written};
 use crate::records::Resource;
 use crate::rules::headers::{MAX_HEADERS, reading, same_header};
 use crate::rules::{Policy, Rule};
 use crate::secret::Secret;
-use aws_sdk_dynamodb::types::AttributeValue;
 
 /// A checked merge patch: each field it names, sorted by name, with what
 /// the patch does to it.
@@ -253,12 +253,12 @@ fn stored_map(stored: &Item, field: &str) -> Result<Map<String, Value>, ApiError
 /// map member by member (`null` removes, anything else merges or
 /// replaces), and every member it does not name stays as stored, of the
 /// type it was stored as; anything else replaces the target.
-fn merge_attribute(target: Option<&AttributeValue>, patch: &Value) -> AttributeValue {
+fn merge_attribute(target: Option<&Attr>, patch: &Value) -> Attr {
     let Value::Object(members) = patch else {
         return item::to_attribute(patch);
     };
     let mut merged = match target {
-        Some(AttributeValue::M(stored)) => stored.clone(),
+        Some(Attr::M(stored)) => stored.clone(),
         _ => std::collections::HashMap::new(),
     };
     for (name, value) in members {
@@ -269,7 +269,7 @@ fn merge_attribute(target: Option<&AttributeValue>, patch: &Value) -> AttributeV
             merged.insert(name.clone(), member);
         }
     }
-    AttributeValue::M(merged)
+    Attr::M(merged)
 }
 
 /// `stored` headers with `patch`'s members merged in: each patch member
@@ -288,8 +288,8 @@ fn merge_headers(mut stored: Map<String, Value>, patch: &[(String, Option<Secret
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::item::Attr;
     use crate::records::{McpServer, Model};
-    use aws_sdk_dynamodb::types::AttributeValue;
     use serde_json::json;
 
     fn object(value: Value) -> Map<String, Value> {
@@ -298,7 +298,7 @@ mod tests {
 
     fn stored(value: Value) -> Item {
         match item::to_attribute(&value) {
-            AttributeValue::M(map) => map,
+            Attr::M(map) => map,
             _ => Item::new(),
         }
     }
@@ -386,50 +386,40 @@ mod tests {
 
     #[test]
     fn untouched_parameters_keep_their_stored_types() {
-        use aws_sdk_dynamodb::primitives::Blob;
         let stored_members = std::collections::HashMap::from([
-            ("bin".to_string(), AttributeValue::B(Blob::new(*b"raw"))),
-            (
-                "set".to_string(),
-                AttributeValue::Ss(vec!["a".into(), "b".into()]),
-            ),
-            ("nums".to_string(), AttributeValue::Ns(vec!["1".into()])),
+            ("bin".to_string(), Attr::B(b"raw".to_vec())),
+            ("set".to_string(), Attr::Ss(vec!["a".into(), "b".into()])),
+            ("nums".to_string(), Attr::Ns(vec!["1".into()])),
             (
                 "nested".to_string(),
-                AttributeValue::M(std::collections::HashMap::from([
-                    ("keep".to_string(), AttributeValue::Bs(vec![Blob::new(*b"x")])),
-                    ("t".to_string(), AttributeValue::N("1".into())),
+                Attr::M(std::collections::HashMap::from([
+                    ("keep".to_string(), Attr::Bs(vec![b"x".to_vec()])),
+                    ("t".to_string(), Attr::N("1".into())),
                 ])),
             ),
-            ("gone".to_string(), AttributeValue::S("x".into())),
+            ("gone".to_string(), Attr::S("x".into())),
         ]);
         let mut record = Item::new();
-        record.insert("parameters".into(), AttributeValue::M(stored_members.clone()));
+        record.insert("parameters".into(), Attr::M(stored_members.clone()));
         let patch = parse::<Model>(
             &object(json!({"parameters": {"nested": {"t": 2}, "gone": null, "new": [1]}})),
             Policy::default(),
         )
         .unwrap();
         let merged = apply::<Model>(&patch, &record, Policy::default()).unwrap();
-        let Some((_, Written::Plain(AttributeValue::M(members)))) = merged.set.first() else {
+        let Some((_, Written::Plain(Attr::M(members)))) = merged.set.first() else {
             panic!("no parameters written");
         };
         for kept in ["bin", "set", "nums"] {
             assert_eq!(members.get(kept), stored_members.get(kept), "{kept}");
         }
-        let Some(AttributeValue::M(nested)) = members.get("nested") else {
+        let Some(Attr::M(nested)) = members.get("nested") else {
             panic!("nested lost");
         };
-        assert_eq!(
-            nested.get("keep"),
-            Some(&AttributeValue::Bs(vec![Blob::new(*b"x")]))
-        );
-        assert_eq!(nested.get("t"), Some(&AttributeValue::N("2".into())));
+        assert_eq!(nested.get("keep"), Some(&Attr::Bs(vec![b"x".to_vec()])));
+        assert_eq!(nested.get("t"), Some(&Attr::N("2".into())));
         assert!(!members.contains_key("gone"));
-        assert_eq!(
-            members.get("new"),
-            Some(&AttributeValue::L(vec![AttributeValue::N("1".into())]))
-        );
+        assert_eq!(members.get("new"), Some(&Attr::L(vec![Attr::N("1".into())])));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
@@ -17,7 +17,7 @@ use crate::secret::Secret;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Written {
     /// An attribute, as it is stored.
-    Plain(AttributeValue),
+    Plain(Attr),
     /// A secret stored sealed whole (`api_key`).
     Secret(Secret),
     /// A map whose values are stored sealed (`headers`), by name.
@@ -58,7 +58,7 @@ pub fn into_attributes(patch: Patch) -> Result<Attributes, Unsealed> {
         .map(|(name, written)| match written {
             Written::Plain(attribute) => Ok((name, attribute)),
             // An empty map holds nothing to seal.
-            Written::Secrets(members) if members.is_empty() => Ok((name, AttributeValue::M(HashMap::new()))),
+            Written::Secrets(members) if members.is_empty() => Ok((name, Attr::M(HashMap::new()))),
             Written::Secret(_) | Written::Secrets(_) => Err(Unsealed(name)),
         })
         .collect()
@@ -121,8 +121,8 @@ pub fn not_settable<R: Resource>(name: &str) -> FieldError {
 mod tests {
     use super::*;
     use crate::error::MAX_FIELD_ERRORS;
+    use crate::item::Attr;
     use crate::records::{ApiKey, McpServer, Model};
-    use aws_sdk_dynamodb::types::AttributeValue;
     use serde_json::json;
 
     fn object(value: Value) -> Map<String, Value> {
@@ -149,7 +149,7 @@ mod tests {
         let body = object(json!({"name": "n", "api_key": "sk-1", "enabled": false}));
         let patch = parse::<ApiKey>(&body, Policy::default()).unwrap_or_default();
         assert_eq!(patch.len(), 3);
-        assert!(patch.contains(&("enabled", Written::Plain(AttributeValue::Bool(false)))));
+        assert!(patch.contains(&("enabled", Written::Plain(Attr::Bool(false)))));
         assert!(patch.contains(&("api_key", Written::Secret(Secret::from("sk-1")))));
         assert_eq!(into_attributes(patch), Err(Unsealed("api_key")));
     }

@@ -576,14 +576,8 @@ mod tests {
     #[test]
     fn an_api_key_record_has_no_secret() {
         let item: Item = [
-            (
-                "id".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::S("k".into()),
-            ),
-            (
-                "api_key".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::S("SENTINEL".into()),
-            ),
+            ("id".to_string(), crate::item::Attr::S("k".into())),
+            ("api_key".to_string(), crate::item::Attr::S("SENTINEL".into())),
         ]
         .into();
         let record = ApiKey::from_item(&item).map(|r| serde_json::to_string(&r).unwrap_or_default());
@@ -596,7 +590,7 @@ mod tests {
     /// A stored item holding every field of `R`, each with a value of its
     /// stored type.
     fn full_item<R: Resource>() -> Item {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
+        use crate::item::Attr as A;
         R::FIELDS
             .iter()
             .map(|field| {
@@ -623,7 +617,7 @@ mod tests {
                     Kind::String => A::S(field.name.to_uppercase()),
                     Kind::Boolean => A::Bool(true),
                     Kind::Map => A::M(Default::default()),
-                    Kind::Binary => A::B(aws_sdk_dynamodb::primitives::Blob::new(field.name)),
+                    Kind::Binary => A::B(field.name.as_bytes().to_vec()),
                 };
                 (field.name.to_string(), value)
             })

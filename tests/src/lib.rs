@@ -481,24 +481,24 @@ pub fn memory_app(policy: Policy) -> App<agent_server_shared::store::MemoryStore
 /// with the item's data key, bound to the item and each name); `Null` if
 /// absent.
 pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value {
+    use agent_server_shared::item::Attr;
     use agent_server_shared::records::Sealing;
     use agent_server_shared::seal::{self, DataKey};
-    use aws_sdk_dynamodb::types::AttributeValue;
     let key = agent_server_shared::store::Key {
         project_id: match item.get("project_id") {
-            Some(AttributeValue::S(project)) => Some(project.clone()),
+            Some(Attr::S(project)) => Some(project.clone()),
             _ => None,
         },
         id: match item.get("id") {
-            Some(AttributeValue::S(id)) => id.clone(),
+            Some(Attr::S(id)) => id.clone(),
             _ => String::new(),
         },
     };
     let context = seal::context(field, &key);
     match item.get(field) {
         None => Value::Null,
-        Some(AttributeValue::B(sealed)) => {
-            let opened = MemorySealer::unseal(&context, sealed.as_ref())
+        Some(Attr::B(sealed)) => {
+            let opened = MemorySealer::unseal(&context, sealed.as_slice())
                 .unwrap_or_else(|| panic!("{field} of {key:?} is not sealed for it"));
             Value::String(String::from_utf8(opened).unwrap())
         }
@@ -511,19 +511,19 @@ pub fn stored_json(item: &agent_server_shared::item::Item, field: &str) -> Value
                     _ => None,
                 });
             let mut attribute = attribute.clone();
-            if let (Some(data_key), AttributeValue::M(members)) = (sealed_values, &mut attribute)
-                && let Some(AttributeValue::B(sealed_key)) = item.get(data_key)
+            if let (Some(data_key), Attr::M(members)) = (sealed_values, &mut attribute)
+                && let Some(Attr::B(sealed_key)) = item.get(data_key)
             {
-                let plain = MemorySealer::unseal(&context, sealed_key.as_ref())
+                let plain = MemorySealer::unseal(&context, sealed_key.as_slice())
                     .unwrap_or_else(|| panic!("{data_key} of {key:?} is not sealed for it"));
                 let data_key =
-                    DataKey::new(zeroize::Zeroizing::new(plain), sealed_key.as_ref().to_vec()).unwrap();
+                    DataKey::new(zeroize::Zeroizing::new(plain), sealed_key.as_slice().to_vec()).unwrap();
                 for (name, value) in members.iter_mut() {
-                    if let AttributeValue::B(sealed) = &*value {
+                    if let Attr::B(sealed) = &*value {
                         let opened = data_key
-                            .open(field, &key, name, sealed.as_ref())
+                            .open(field, &key, name, sealed.as_slice())
                             .unwrap_or_else(|e| panic!("{field}.{name} of {key:?}: {e}"));
-                        *value = AttributeValue::S(opened);
+                        *value = Attr::S(opened);
                     }
                 }
             }
@@ -607,7 +607,7 @@ impl Route {
     /// A stored item for `id` (and `project_id` where scoped), as the
     /// documented storage layout has it.
     pub fn item(self, project_id: &str, id: &str) -> agent_server_shared::item::Item {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
+        use agent_server_shared::item::Attr as A;
         let s = |text: &str| A::S(text.to_string());
         let mut item: agent_server_shared::item::Item = [
             ("id".to_string(), s(id)),
@@ -831,10 +831,20 @@ pub async fn put_item(
     let result = dynamo
         .put_item()
         .table_name(name)
-        .set_item(Some(item))
+        .set_item(Some(agent_server_shared::item::to_sdk(item)))
         .send()
         .await;
     assert!(result.is_ok(), "PutItem failed: {result:?}");
+}
+
+/// An item as the SDK read it, in the project's terms.
+///
+/// # Panics
+/// If it holds a type DynamoDB does not have.
+pub fn own(
+    item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> agent_server_shared::item::Item {
+    agent_server_shared::item::from_sdk(item).expect("an item of DynamoDB's types")
 }
 
 /// Reads an item back with a consistent read.
@@ -850,11 +860,11 @@ pub async fn get_item(
     let output = dynamo
         .get_item()
         .table_name(name)
-        .set_key(Some(key.attributes()))
+        .set_key(Some(agent_server_shared::item::to_sdk(key.attributes())))
         .consistent_read(true)
         .send()
         .await;
-    output.expect("GetItem failed").item
+    output.expect("GetItem failed").item.map(own)
 }
 
 /// A fresh MCP server record on DynamoDB Local, as the documented layout
@@ -867,7 +877,7 @@ pub async fn mcp_record(endpoint: Option<&str>) -> agent_server_shared::store::K
     if let Some(endpoint) = endpoint {
         item.insert(
             "endpoint".into(),
-            aws_sdk_dynamodb::types::AttributeValue::S(endpoint.into()),
+            agent_server_shared::item::Attr::S(endpoint.into()),
         );
     }
     put_item(&dynamo, agent_server_shared::Table::McpServers, item).await;

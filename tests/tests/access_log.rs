@@ -2,9 +2,9 @@
 //! test binary, since a test capturing logs shares tracing's per-callsite
 //! interest cache with every other test running in the same process.
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::{Event, IAM_USER_ARN};
 use integration_tests::{Route, body_json, capture_logs, memory_app};
 use serde_json::Value;
@@ -154,7 +154,7 @@ async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none()
         let mut item = route.item(PROJECT, ID);
         // A principal from an earlier write, which a write by nobody
         // named must not leave behind.
-        item.insert("updated_by".into(), AttributeValue::S("earlier-writer".into()));
+        item.insert("updated_by".into(), Attr::S("earlier-writer".into()));
         app.store.put(route.table(), item);
         let event = Event::put(route, ID, Some(PROJECT))
             .json(&route.full_body())
@@ -167,10 +167,7 @@ async fn principals_are_logged_and_stored_in_one_form_and_an_empty_one_is_none()
             body_json(&response)
         );
         let stored = app.store.get(route.table(), &key).unwrap_or_default();
-        let stored = stored
-            .get("updated_by")
-            .and_then(|value| value.as_s().ok())
-            .map(String::as_str);
+        let stored = stored.get("updated_by").and_then(|value| value.as_s());
         assert_eq!(stored, expected, "{sub:?}");
     }
     let text = logs.text();

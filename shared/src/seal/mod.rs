@@ -14,8 +14,7 @@ pub mod values;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 
 pub use kms::KmsSealer;
 #[cfg(feature = "memory-store")]
@@ -193,14 +192,11 @@ pub fn seal_values(
             let ciphertext = write_key
                 .seal(field, key, member, plaintext.expose())
                 .map_err(|error| SealError::Refused(error.to_string()))?;
-            sealed.insert(member.clone(), AttributeValue::B(Blob::new(ciphertext)));
+            sealed.insert(member.clone(), Attr::B(ciphertext));
         }
-        *value = Written::Plain(AttributeValue::M(sealed));
+        *value = Written::Plain(Attr::M(sealed));
     }
-    set.push((
-        attribute,
-        Written::Plain(AttributeValue::B(Blob::new(data_key.sealed().to_vec()))),
-    ));
+    set.push((attribute, Written::Plain(Attr::B(data_key.sealed().to_vec()))));
     Ok(())
 }
 
@@ -229,8 +225,8 @@ pub fn check_stored(fields: &[Field], item: &Item) -> Result<(), OpenError> {
             continue;
         };
         let members = match item.get(field.name) {
-            None | Some(AttributeValue::Null(_)) => continue,
-            Some(AttributeValue::M(members)) => members,
+            None | Some(Attr::Null) => continue,
+            Some(Attr::M(members)) => members,
             Some(_) => {
                 return Err(OpenError {
                     field: field.name,
@@ -239,11 +235,11 @@ pub fn check_stored(fields: &[Field], item: &Item) -> Result<(), OpenError> {
                 });
             }
         };
-        let sealed = matches!(item.get(key), Some(AttributeValue::B(_)));
+        let sealed = matches!(item.get(key), Some(Attr::B(_)));
         for (name, value) in members {
             let fits = match value {
-                AttributeValue::B(_) => sealed,
-                AttributeValue::S(_) => !sealed,
+                Attr::B(_) => sealed,
+                Attr::S(_) => !sealed,
                 _ => false,
             };
             if !fits {
@@ -271,11 +267,11 @@ pub fn open_item(
         if !matches!(field.sealing(), Some(Sealing::Values { .. })) {
             continue;
         }
-        let Some(AttributeValue::M(members)) = item.get_mut(field.name) else {
+        let Some(Attr::M(members)) = item.get_mut(field.name) else {
             continue;
         };
         for (name, value) in members.iter_mut() {
-            let AttributeValue::B(sealed) = &*value else {
+            let Attr::B(sealed) = &*value else {
                 continue;
             };
             let failed = |reason| OpenError {
@@ -287,7 +283,7 @@ pub fn open_item(
             let opened = data_key
                 .open(field.name, key, name, sealed.as_ref())
                 .map_err(failed)?;
-            *value = AttributeValue::S(opened);
+            *value = Attr::S(opened);
         }
     }
     Ok(())
@@ -312,8 +308,8 @@ pub async fn seal_stored(
         .iter()
         .filter_map(|field| {
             let plain = match (field.sealing()?, item.get(field.name)?) {
-                (Sealing::Whole, AttributeValue::S(text)) => Written::Secret(Secret::from(text.as_str())),
-                (Sealing::Values { key: attribute }, AttributeValue::M(members))
+                (Sealing::Whole, Attr::S(text)) => Written::Secret(Secret::from(text.as_str())),
+                (Sealing::Values { key: attribute }, Attr::M(members))
                     if !item.contains_key(attribute) && !members.is_empty() =>
                 {
                     Written::Secrets(secrets_of(members)?)
@@ -353,7 +349,7 @@ pub fn seal_text_values(
 ) -> Result<bool, SealError> {
     let Some(secrets) = from
         .get(field)
-        .and_then(|value| secrets_of(value.as_m().ok()?))
+        .and_then(|value| secrets_of(value.as_m()?))
         .filter(|secrets| !secrets.is_empty())
     else {
         return Ok(false);
@@ -370,19 +366,19 @@ pub fn seal_text_values(
 }
 
 /// `members` as secrets, if each is text (S): values stored before sealing.
-fn secrets_of(members: &HashMap<String, AttributeValue>) -> Option<BTreeMap<String, Secret>> {
+fn secrets_of(members: &HashMap<String, Attr>) -> Option<BTreeMap<String, Secret>> {
     members
         .iter()
-        .map(|(name, value)| Some((name.clone(), Secret::from(value.as_s().ok()?.as_str()))))
+        .map(|(name, value)| Some((name.clone(), Secret::from(value.as_s()?))))
         .collect()
 }
 
 /// Whether `members` hold a value sealed in an earlier layout than the
 /// current one ([`values::VERSION`]).
-pub fn has_earlier_layout(members: &HashMap<String, AttributeValue>) -> bool {
-    members.values().any(|value| {
-        matches!(value, AttributeValue::B(sealed) if sealed.as_ref().first() == Some(&values::FIRST_VERSION))
-    })
+pub fn has_earlier_layout(members: &HashMap<String, Attr>) -> bool {
+    members
+        .values()
+        .any(|value| matches!(value, Attr::B(sealed) if sealed.first() == Some(&values::FIRST_VERSION)))
 }
 
 /// Re-seals, in place, every map of `item` (a stored record of `table`)
@@ -399,8 +395,8 @@ pub async fn reseal_stored(
     let (Some(key), Some((field, attribute))) = (Key::of_item(table, item), values_field(fields)) else {
         return Ok(Vec::new());
     };
-    let earlier = matches!(item.get(field), Some(AttributeValue::M(members)) if has_earlier_layout(members));
-    if !earlier || !matches!(item.get(attribute), Some(AttributeValue::B(_))) {
+    let earlier = matches!(item.get(field), Some(Attr::M(members)) if has_earlier_layout(members));
+    if !earlier || !matches!(item.get(attribute), Some(Attr::B(_))) {
         return Ok(Vec::new());
     }
     let mut session = Session::new(Some(sealer), fields, key, Budget::start(None));

@@ -5,8 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 
 use super::{
     DataKey, OpenError, SealError, Sealer, ValuesWrite, check_stored, context, open_item, seal_text_values,
@@ -116,7 +115,7 @@ impl<'a> Session<'a> {
                             sealed
                         }
                     };
-                    *value = Written::Plain(AttributeValue::B(Blob::new(sealed)));
+                    *value = Written::Plain(Attr::B(sealed));
                 }
                 Some(Sealing::Values { key: attribute }) => match values_write(set, remove, field.name) {
                     ValuesWrite::Seal => {
@@ -146,10 +145,10 @@ impl<'a> Session<'a> {
     pub async fn open(&mut self, stored: &Item) -> Result<Item, Unopened> {
         check_stored(self.fields, stored)?;
         if let Some((field, attribute)) = self.values_field()
-            && let Some(AttributeValue::B(sealed)) = stored.get(attribute)
+            && let Some(Attr::B(sealed)) = stored.get(attribute)
         {
             match &self.data_key {
-                Some(held) if held.sealed() == sealed.as_ref() => {}
+                Some(held) if held.sealed() == sealed.as_slice() => {}
                 Some(_) => return Err(Unopened::KeyReplaced),
                 None => {
                     let sealer = self.sealer.ok_or(SealError::NotConfigured)?;
@@ -220,8 +219,8 @@ impl<'a> Session<'a> {
             return Ok(record);
         };
         let in_the_clear = !record.contains_key(attribute)
-            && matches!(record.get(field), Some(AttributeValue::M(members))
-                if !members.is_empty() && members.values().all(|value| matches!(value, AttributeValue::S(_))));
+            && matches!(record.get(field), Some(Attr::M(members))
+                if !members.is_empty() && members.values().all(|value| matches!(value, Attr::S(_))));
         if !in_the_clear {
             return Ok(record);
         }

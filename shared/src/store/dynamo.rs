@@ -22,7 +22,7 @@ use super::{
     written_by,
 };
 use crate::budget::{self, CallFailure, TIME_BUDGET};
-use crate::item::{self, Item, MAX_VERSION};
+use crate::item::{self, Attr, Item, MAX_VERSION};
 use crate::store::{Key, Table, TableNames};
 /// Stores records in DynamoDB tables.
 #[derive(Debug, Clone)]
@@ -85,7 +85,7 @@ impl Expression {
         let fields = update.set_names();
         for (index, (name, value)) in update.set.into_iter().enumerate() {
             names.insert(format!("#f{index}"), name.to_string());
-            values.insert(format!(":f{index}"), value);
+            values.insert(format!(":f{index}"), value.into());
             assignments.push(format!("#f{index} = :f{index}"));
         }
         names.insert("#id".into(), "id".into());
@@ -215,13 +215,13 @@ fn render(
                     )
                 }
                 // A NULL compares equal to nothing: its type says it.
-                Expected::Is(AttributeValue::Null(_)) => {
+                Expected::Is(Attr::Null) => {
                     let null = type_value("NULL");
                     format!("attribute_type({placeholder}, {null})")
                 }
                 // DynamoDB compares maps, sets and binaries by value.
                 Expected::Is(value) => {
-                    values.insert(format!(":u{index}"), value.clone());
+                    values.insert(format!(":u{index}"), value.clone().into());
                     format!("{placeholder} = :u{index}")
                 }
             }
@@ -291,7 +291,7 @@ impl Store for DynamoStore {
         let output = self
             .client
             .batch_get_item()
-            .request_items(records, keys(key.attributes())?)
+            .request_items(records, keys(item::to_sdk(key.attributes()))?)
             .request_items(outcomes, keys(kept_item_key)?)
             .customize()
             .config_override(within(budget))
@@ -321,13 +321,15 @@ impl Store for DynamoStore {
         let mut responses = output.responses.unwrap_or_default();
         let record = responses
             .remove(records)
-            .and_then(|items| items.into_iter().next());
+            .and_then(|items| items.into_iter().next())
+            .map(own)
+            .transpose()?;
         let kept = match responses
             .remove(outcomes)
             .and_then(|items| items.into_iter().next())
         {
             None => None,
-            Some(item) => Some(Kept::from_item(&item).ok_or_else(|| {
+            Some(item) => Some(Kept::from_item(&own(item)?).ok_or_else(|| {
                 StoreError::Unreadable("the outcome kept under the key is not one this service wrote".into())
             })?),
         };
@@ -342,7 +344,7 @@ impl Store for DynamoStore {
         if time.is_zero() {
             return Err(StoreError::Unavailable("time budget exhausted".into()));
         }
-        let key = update.key.attributes();
+        let key = item::to_sdk(update.key.attributes());
         let expression = Expression::of(update, &clauses);
         let record = aws_sdk_dynamodb::types::Update::builder()
             .table_name(self.tables.name(kind))
@@ -357,7 +359,7 @@ impl Store for DynamoStore {
         // Kept unless an unexpired outcome is kept under the key already.
         let outcome = Put::builder()
             .table_name(&self.tables.idempotency)
-            .set_item(Some(kept.to_item()))
+            .set_item(Some(item::to_sdk(kept.to_item())))
             .condition_expression("attribute_not_exists(#key) OR #expires_at <= :kept_at")
             .expression_attribute_names("#key", kept::KEY)
             .expression_attribute_names("#expires_at", kept::EXPIRES_AT)
@@ -387,8 +389,14 @@ impl Store for DynamoStore {
             return match (code(0), code(1)) {
                 (Some("ConditionalCheckFailed"), _) => match reasons.first().and_then(|reason| reason.item())
                 {
-                    Some(old) if written_by(old, &write_id) => Ok(()),
-                    Some(old) => Err(judge(&clauses, old).err().unwrap_or(StoreError::Contended)),
+                    Some(old) => {
+                        let old = own(old.clone())?;
+                        if written_by(&old, &write_id) {
+                            Ok(())
+                        } else {
+                            Err(judge(&clauses, &old).err().unwrap_or(StoreError::Contended))
+                        }
+                    }
                     // Missing, or DynamoDB kept the item to itself: a read tells.
                     None => Err(StoreError::Contended),
                 },
@@ -435,7 +443,7 @@ impl Store for DynamoStore {
             .client
             .get_item()
             .table_name(self.tables.name(table))
-            .set_key(Some(key.attributes()))
+            .set_key(Some(item::to_sdk(key.attributes())))
             .consistent_read(true)
             .customize()
             .config_override(
@@ -444,7 +452,7 @@ impl Store for DynamoStore {
             .send()
             .await;
         match output {
-            Ok(output) => Ok(output.item),
+            Ok(output) => output.item.map(own).transpose(),
             Err(error) => Err(StoreError::from(budget::failure(&error, |error| {
                 matches!(
                     error,
@@ -460,7 +468,7 @@ impl Store for DynamoStore {
     async fn update(&self, update: Update) -> Result<Item, StoreError> {
         let kind = update.table;
         let table = self.tables.name(kind);
-        let key = update.key.attributes();
+        let key = item::to_sdk(update.key.attributes());
         // The condition, stated once: rendered for DynamoDB, and what
         // explains a refused write.
         let clauses = update.clauses();
@@ -491,9 +499,9 @@ impl Store for DynamoStore {
             request.send().await
         };
         match result {
-            Ok(output) => output
+            Ok(output) => own(output
                 .attributes
-                .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into())),
+                .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into()))?),
             Err(error) => classify(error, kind, &clauses, &write_id),
         }
     }
@@ -521,7 +529,8 @@ fn classify(
     if let SdkError::ServiceError(context) = &error
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
     {
-        return match &failure.item {
+        let old = failure.item.clone().map(own).transpose()?;
+        return match &old {
             None => Err(StoreError::NotFound(table)),
             Some(old) if written_by(old, write_id) => Ok(old.clone()),
             // The rule lets it through only where the two statements of it
@@ -535,6 +544,11 @@ fn classify(
         };
     }
     Err(StoreError::from(budget::failure(&error, transient)))
+}
+
+/// An item as the SDK returned it, in the project's terms ([`item::Attr`]).
+fn own(item: HashMap<String, AttributeValue>) -> Result<Item, StoreError> {
+    item::from_sdk(item).map_err(|error| StoreError::Unreadable(error.to_string()))
 }
 
 /// Whether DynamoDB's answer means "try again later" beyond what the status

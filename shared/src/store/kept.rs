@@ -2,7 +2,7 @@
 //! the item an update leaves, computed as DynamoDB writes it: what a
 //! transaction, which returns no item, answers with.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 
 use super::{StoreError, UPDATED_BY, UPDATED_FIELDS, Update, VERSION, WRITE_ID};
 use crate::item::Item;
@@ -56,22 +56,22 @@ impl Kept {
     /// As an item of the table of kept outcomes.
     pub fn to_item(&self) -> Item {
         Item::from([
-            (KEY.into(), AttributeValue::S(self.key.clone())),
-            (FINGERPRINT.into(), AttributeValue::S(self.fingerprint.clone())),
-            (RECORD.into(), AttributeValue::M(self.record.clone())),
-            (KEPT_AT.into(), AttributeValue::N(self.kept_at.to_string())),
-            (EXPIRES_AT.into(), AttributeValue::N(self.expires_at.to_string())),
+            (KEY.into(), Attr::S(self.key.clone())),
+            (FINGERPRINT.into(), Attr::S(self.fingerprint.clone())),
+            (RECORD.into(), Attr::M(self.record.clone())),
+            (KEPT_AT.into(), Attr::N(self.kept_at.to_string())),
+            (EXPIRES_AT.into(), Attr::N(self.expires_at.to_string())),
         ])
     }
 
     /// Read from an item of that table; `None` if it is not one.
     pub fn from_item(item: &Item) -> Option<Self> {
-        let text = |name: &str| item.get(name)?.as_s().ok().cloned();
-        let number = |name: &str| item.get(name)?.as_n().ok()?.parse::<i64>().ok();
+        let text = |name: &str| item.get(name)?.as_s().map(str::to_owned);
+        let number = |name: &str| item.get(name)?.as_n()?.parse::<i64>().ok();
         Some(Self {
             key: text(KEY)?,
             fingerprint: text(FINGERPRINT)?,
-            record: item.get(RECORD)?.as_m().ok()?.clone(),
+            record: item.get(RECORD)?.as_m()?.clone(),
             kept_at: number(KEPT_AT)?,
             expires_at: number(EXPIRES_AT)?,
         })
@@ -85,9 +85,9 @@ pub fn applied(update: &Update, stored: &Item) -> Result<Item, StoreError> {
     let next = next_version(stored.get(VERSION))
         .ok_or_else(|| StoreError::Internal("version cannot be incremented here".into()))?;
     let mut item = stored.clone();
-    item.insert(UPDATED_FIELDS.into(), AttributeValue::Ss(update.set_names()));
+    item.insert(UPDATED_FIELDS.into(), Attr::Ss(update.set_names()));
     match &update.updated_by {
-        Some(principal) => item.insert(UPDATED_BY.into(), AttributeValue::S(principal.clone())),
+        Some(principal) => item.insert(UPDATED_BY.into(), Attr::S(principal.clone())),
         None => item.remove(UPDATED_BY),
     };
     for (name, value) in update.set.iter() {
@@ -96,19 +96,19 @@ pub fn applied(update: &Update, stored: &Item) -> Result<Item, StoreError> {
     for name in &update.remove {
         item.remove(*name);
     }
-    item.insert("updated_at".into(), AttributeValue::S(update.now.clone()));
-    item.insert(VERSION.into(), AttributeValue::N(next));
-    item.insert(WRITE_ID.into(), AttributeValue::S(update.write_id.clone()));
+    item.insert("updated_at".into(), Attr::S(update.now.clone()));
+    item.insert(VERSION.into(), Attr::N(next));
+    item.insert(WRITE_ID.into(), Attr::S(update.write_id.clone()));
     Ok(item)
 }
 
 /// `version + 1` as DynamoDB would write it, for the versions
 /// [`crate::item::updatable`] lets through: whole numbers, and the plain decimal
 /// fractions another writer might have stored.
-fn next_version(version: Option<&AttributeValue>) -> Option<String> {
+fn next_version(version: Option<&Attr>) -> Option<String> {
     let text = match version {
         None => return Some("1".into()),
-        Some(AttributeValue::N(text)) => text,
+        Some(Attr::N(text)) => text,
         Some(_) => return None,
     };
     let canonical = crate::number::Decimal::parse(text)?.canonical();

@@ -14,7 +14,7 @@ use std::env;
 use std::future::Future;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 
 pub use crate::budget::{MAX_ATTEMPTS, TIME_BUDGET};
 pub use dynamo::DynamoStore;
@@ -93,9 +93,9 @@ impl Key {
     /// The DynamoDB key attributes.
     pub fn attributes(&self) -> Item {
         let mut key = Item::with_capacity(2);
-        key.insert("id".into(), AttributeValue::S(self.id.clone()));
+        key.insert("id".into(), Attr::S(self.id.clone()));
         if let Some(project_id) = &self.project_id {
-            key.insert("project_id".into(), AttributeValue::S(project_id.clone()));
+            key.insert("project_id".into(), Attr::S(project_id.clone()));
         }
         key
     }
@@ -103,7 +103,7 @@ impl Key {
     /// The key of a stored item, if it has one for `table`.
     pub fn of_item(table: Table, item: &Item) -> Option<Self> {
         let text = |name: &str| match item.get(name) {
-            Some(AttributeValue::S(text)) => Some(text.clone()),
+            Some(Attr::S(text)) => Some(text.clone()),
             _ => None,
         };
         let project_id = if table.scoped_by_project() {
@@ -176,7 +176,7 @@ pub enum Expected {
     /// Not stored, or an empty map.
     AbsentOrEmpty,
     /// Stored, equal to this (maps and binaries compared by value).
-    Is(AttributeValue),
+    Is(Attr),
 }
 
 impl std::fmt::Debug for Expected {
@@ -191,15 +191,15 @@ impl std::fmt::Debug for Expected {
 
 impl Expected {
     /// What `stored` (an attribute's value, or `None`) must be to match it.
-    pub fn as_read(stored: Option<&AttributeValue>) -> Self {
+    pub fn as_read(stored: Option<&Attr>) -> Self {
         stored.map_or(Self::Absent, |value| Self::Is(value.clone()))
     }
 
     /// Whether `stored` is as expected.
-    pub fn holds(&self, stored: Option<&AttributeValue>) -> bool {
+    pub fn holds(&self, stored: Option<&Attr>) -> bool {
         match (self, stored) {
             (Self::Absent | Self::AbsentOrEmpty, None) => true,
-            (Self::AbsentOrEmpty, Some(AttributeValue::M(map))) => map.is_empty(),
+            (Self::AbsentOrEmpty, Some(Attr::M(map))) => map.is_empty(),
             (Self::Is(expected), Some(value)) => same_value(expected, value),
             _ => false,
         }
@@ -209,25 +209,21 @@ impl Expected {
 /// Whether two attribute values are equal as DynamoDB compares them: numbers
 /// by value (`1.5` is `1.50`), sets whatever their order, maps and lists
 /// member by member.
-fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
+fn same_value(a: &Attr, b: &Attr) -> bool {
     use crate::number::Decimal;
     let same_numbers = |x: &str, y: &str| Decimal::parse(x).is_some_and(|x| Some(x) == Decimal::parse(y));
     let same_set = |x: &[String], y: &[String], same: &dyn Fn(&str, &str) -> bool| {
         x.len() == y.len() && x.iter().all(|x| y.iter().any(|y| same(x, y)))
     };
     match (a, b) {
-        (AttributeValue::N(x), AttributeValue::N(y)) => same_numbers(x, y),
-        (AttributeValue::Ns(x), AttributeValue::Ns(y)) => same_set(x, y, &same_numbers),
-        (AttributeValue::Ss(x), AttributeValue::Ss(y)) => same_set(x, y, &|x, y| x == y),
-        (AttributeValue::Bs(x), AttributeValue::Bs(y)) => {
-            x.len() == y.len() && x.iter().all(|x| y.contains(x))
-        }
-        (AttributeValue::M(x), AttributeValue::M(y)) => {
+        (Attr::N(x), Attr::N(y)) => same_numbers(x, y),
+        (Attr::Ns(x), Attr::Ns(y)) => same_set(x, y, &same_numbers),
+        (Attr::Ss(x), Attr::Ss(y)) => same_set(x, y, &|x, y| x == y),
+        (Attr::Bs(x), Attr::Bs(y)) => x.len() == y.len() && x.iter().all(|x| y.contains(x)),
+        (Attr::M(x), Attr::M(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
         }
-        (AttributeValue::L(x), AttributeValue::L(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_value(v, w))
-        }
+        (Attr::L(x), Attr::L(y)) => x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_value(v, w)),
         _ => a == b,
     }
 }
@@ -260,7 +256,7 @@ pub const WRITE_ID: &str = "write_id";
 /// earlier attempt of it was applied, and `item` is what it wrote. Both
 /// stores answer such an attempt from the item instead of writing again.
 fn written_by(item: &Item, write_id: &str) -> bool {
-    matches!(item.get(WRITE_ID), Some(AttributeValue::S(id)) if id == write_id)
+    matches!(item.get(WRITE_ID), Some(Attr::S(id)) if id == write_id)
 }
 
 impl Update {
@@ -379,7 +375,7 @@ impl Clause {
             // An attribute of another type never compares as earlier.
             Self::UnmodifiedBefore(bound) => match stored.get("updated_at") {
                 None => true,
-                Some(AttributeValue::S(at)) => at < bound,
+                Some(Attr::S(at)) => at < bound,
                 Some(_) => false,
             },
             Self::Unchanged(name, expected) => expected.holds(stored.get(*name)),

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 
 use super::{Pipeline, Tried, add_time};
 use crate::error::ApiError;
@@ -48,7 +48,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         update.remove.retain(|name| *name != IDEMPOTENCY_KEY);
         update
             .set
-            .push((IDEMPOTENCY_KEY, AttributeValue::S(keyed.published.clone())));
+            .push((IDEMPOTENCY_KEY, Attr::S(keyed.published.clone())));
         let written = applied(&update, stored)?;
         let record = self.seals.seal_copy(shown::<R>(&written)).await?;
         let kept = Kept {

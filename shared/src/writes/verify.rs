@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::item::Attr;
 use url::Url;
 
 use super::{Pipeline, add_time, timestamp};
@@ -48,7 +48,7 @@ enum Earned {
     /// are judged on each try, against the record as that try read it.
     Server(Verified, String),
     /// A key check: the verification as stored.
-    Key(AttributeValue),
+    Key(Attr),
 }
 
 /// What a verification sent, and where.
@@ -176,14 +176,9 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
 
     /// A check with the record's provider of the key the write would
     /// leave: the one it sets, else the stored one, opened (one KMS call).
-    async fn check_key(
-        &mut self,
-        check: KeyCheck,
-        record: &Item,
-        set: &Patch,
-    ) -> Result<AttributeValue, ApiError> {
+    async fn check_key(&mut self, check: KeyCheck, record: &Item, set: &Patch) -> Result<Attr, ApiError> {
         let provider = match record.get("provider_type") {
-            Some(AttributeValue::S(spelling)) => ProviderType::parse(spelling),
+            Some(Attr::S(spelling)) => ProviderType::parse(spelling),
             _ => None,
         }
         .ok_or(KeyFailure::UnsupportedProvider)?;
@@ -193,11 +188,9 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         let key = match set.iter().find(|(name, _)| *name == field.name) {
             Some((_, Written::Secret(key))) => key.clone(),
             _ => match record.get(field.name) {
-                Some(AttributeValue::B(sealed)) => {
-                    self.seals.open_secret(field.name, sealed.as_ref()).await?
-                }
+                Some(Attr::B(sealed)) => self.seals.open_secret(field.name, sealed.as_ref()).await?,
                 // Stored before sealing.
-                Some(AttributeValue::S(text)) => Secret::from(text.as_str()),
+                Some(Attr::S(text)) => Secret::from(text.as_str()),
                 _ => return Err(KeyFailure::NoKey.into()),
             },
         };
@@ -227,10 +220,10 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
         add_time(&mut self.calls.provider, started);
         let models = outcome?;
         tracing::info!(provider = provider.as_str(), models, "provider key check passed");
-        let verification = AttributeValue::M(
+        let verification = Attr::M(
             [
-                ("verified_at", AttributeValue::S(timestamp())),
-                ("models", AttributeValue::N(models.to_string())),
+                ("verified_at", Attr::S(timestamp())),
+                ("models", Attr::N(models.to_string())),
             ]
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
@@ -311,7 +304,7 @@ fn judge_pin(
     for (attribute, names) in PIN_CHANGES.into_iter().zip(lists) {
         if !names.is_empty() {
             let escaped = names.iter().map(|name| crate::logging::escaped(name, usize::MAX));
-            set.push((attribute, Written::Plain(AttributeValue::Ss(escaped.collect()))));
+            set.push((attribute, Written::Plain(Attr::Ss(escaped.collect()))));
         }
     }
     Ok(changes)
@@ -319,7 +312,7 @@ fn judge_pin(
 
 /// An MCP server's verification as stored: what the handshake found at
 /// `at`, its tools' pin, and how the pin moved.
-fn server_verification(verified: &Verified, at: String, changes: Changes) -> AttributeValue {
+fn server_verification(verified: &Verified, at: String, changes: Changes) -> Attr {
     let verification = records::Verification {
         verified_at: at,
         protocol_version: verified.protocol_version.clone(),
@@ -338,11 +331,11 @@ fn server_verification(verified: &Verified, at: String, changes: Changes) -> Att
 /// record holds (unless it removes it).
 fn resulting_text(record: &Item, set: &Patch, remove: &[&str], field: &str) -> Option<String> {
     match set.iter().find(|(name, _)| *name == field) {
-        Some((_, Written::Plain(AttributeValue::S(text)))) => Some(text.clone()),
+        Some((_, Written::Plain(Attr::S(text)))) => Some(text.clone()),
         Some(_) => None,
         None if remove.contains(&field) => None,
         None => match record.get(field) {
-            Some(AttributeValue::S(text)) => Some(text.clone()),
+            Some(Attr::S(text)) => Some(text.clone()),
             _ => None,
         },
     }
@@ -351,19 +344,19 @@ fn resulting_text(record: &Item, set: &Patch, remove: &[&str], field: &str) -> O
 /// The header values `field` holds after the write, in the clear: what it
 /// sets, else what the record holds opened (unless it removes them).
 fn resulting_secrets(record: &Item, set: &Patch, remove: &[&str], field: &str) -> BTreeMap<String, Secret> {
-    let texts = |members: &std::collections::HashMap<String, AttributeValue>| {
+    let texts = |members: &std::collections::HashMap<String, Attr>| {
         members
             .iter()
-            .filter_map(|(name, value)| Some((name.clone(), Secret::from(value.as_s().ok()?.as_str()))))
+            .filter_map(|(name, value)| Some((name.clone(), Secret::from(value.as_s()?))))
             .collect()
     };
     match set.iter().find(|(name, _)| *name == field) {
         Some((_, Written::Secrets(members))) => members.clone(),
-        Some((_, Written::Plain(AttributeValue::M(members)))) => texts(members),
+        Some((_, Written::Plain(Attr::M(members)))) => texts(members),
         Some(_) => BTreeMap::new(),
         None if remove.contains(&field) => BTreeMap::new(),
         None => match record.get(field) {
-            Some(AttributeValue::M(members)) => texts(members),
+            Some(Attr::M(members)) => texts(members),
             _ => BTreeMap::new(),
         },
     }

@@ -7,12 +7,11 @@
 
 use std::sync::Arc;
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{DynamoStore, Key, MemoryStore, Store};
 use agent_server_shared::{App, Table};
-use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     Route, body_json, client, dynamo_app, dynamo_local, get_item, memory_app, put_item, stored_json,
@@ -104,16 +103,16 @@ async fn sealed_record<S: Backdoor>(app: &App<S>) -> (Key, Item, Item) {
     (key, item, other)
 }
 
-fn members(item: &mut Item) -> &mut std::collections::HashMap<String, AttributeValue> {
+fn members(item: &mut Item) -> &mut std::collections::HashMap<String, Attr> {
     match item.get_mut("headers") {
-        Some(AttributeValue::M(members)) => members,
+        Some(Attr::M(members)) => members,
         _ => panic!("no headers"),
     }
 }
 
-fn bytes(value: &AttributeValue) -> Vec<u8> {
+fn bytes(value: &Attr) -> Vec<u8> {
     match value {
-        AttributeValue::B(blob) => blob.as_ref().to_vec(),
+        Attr::B(blob) => blob.clone(),
         _ => panic!("not sealed"),
     }
 }
@@ -138,7 +137,7 @@ fn tamperings() -> Vec<(&'static str, Tamper)> {
             let mut flipped = bytes(value);
             let last = flipped.len() - 1;
             flipped[last] ^= 1;
-            *value = AttributeValue::B(Blob::new(flipped));
+            *value = Attr::B(flipped);
         }),
         ("a value copied from another record", |item, other| {
             let mut other = other.clone();
@@ -154,13 +153,13 @@ fn tamperings() -> Vec<(&'static str, Tamper)> {
             let value = members(item).get_mut("Authorization").expect("a");
             let mut changed = bytes(value);
             changed[0] = 1;
-            *value = AttributeValue::B(Blob::new(changed));
+            *value = Attr::B(changed);
         }),
         ("the layout byte changed to an unknown one", |item, _| {
             let value = members(item).get_mut("Authorization").expect("a");
             let mut changed = bytes(value);
             changed[0] = 9;
-            *value = AttributeValue::B(Blob::new(changed));
+            *value = Attr::B(changed);
         }),
         ("headers_key removed", |item, _| {
             item.remove("headers_key");
@@ -212,7 +211,7 @@ async fn tampered_values_fail_closed<S: Backdoor>(app: &App<S>) {
 async fn a_fractional_version_merges<S: Backdoor>(app: &App<S>) {
     let route = Route::Models;
     let (key, mut item) = record(app, route).await;
-    item.insert("version".into(), AttributeValue::N("1.5".into()));
+    item.insert("version".into(), Attr::N("1.5".into()));
     item.insert("parameters".into(), item::to_attribute(&json!({"a": 1})));
     app.store.plant(route.table(), item).await;
     let merge = json!({"parameters": {"b": 2}});
@@ -231,7 +230,7 @@ async fn a_fractional_version_merges<S: Backdoor>(app: &App<S>) {
         ("if-match", "*"),
     ] {
         let (key, mut item) = record(app, route).await;
-        item.insert("version".into(), AttributeValue::N("1.5".into()));
+        item.insert("version".into(), Attr::N("1.5".into()));
         app.store.plant(route.table(), item).await;
         let merged = send(app, route, patch(route, &key, &merge).header(header, value)).await;
         assert_eq!(merged.status, 200, "{header}: {}", merged.body);
@@ -253,24 +252,18 @@ async fn untouched_members_keep_their_types<S: Backdoor>(app: &App<S>) {
     let route = Route::Models;
     let (key, mut item) = record(app, route).await;
     let stored = std::collections::HashMap::from([
-        ("bin".to_string(), AttributeValue::B(Blob::new(*b"raw"))),
-        (
-            "strings".to_string(),
-            AttributeValue::Ss(vec!["a".into(), "b".into()]),
-        ),
-        (
-            "numbers".to_string(),
-            AttributeValue::Ns(vec!["1".into(), "2.5".into()]),
-        ),
+        ("bin".to_string(), Attr::B(b"raw".to_vec())),
+        ("strings".to_string(), Attr::Ss(vec!["a".into(), "b".into()])),
+        ("numbers".to_string(), Attr::Ns(vec!["1".into(), "2.5".into()])),
         (
             "nested".to_string(),
-            AttributeValue::M(std::collections::HashMap::from([
-                ("blobs".to_string(), AttributeValue::Bs(vec![Blob::new(*b"x")])),
-                ("n".to_string(), AttributeValue::N("1".into())),
+            Attr::M(std::collections::HashMap::from([
+                ("blobs".to_string(), Attr::Bs(vec![b"x".to_vec()])),
+                ("n".to_string(), Attr::N("1".into())),
             ])),
         ),
     ]);
-    item.insert("parameters".into(), AttributeValue::M(stored.clone()));
+    item.insert("parameters".into(), Attr::M(stored.clone()));
     app.store.plant(route.table(), item).await;
     let merged = send(
         app,
@@ -284,21 +277,18 @@ async fn untouched_members_keep_their_types<S: Backdoor>(app: &App<S>) {
     .await;
     assert_eq!(merged.status, 200, "{}", merged.body);
     let after = app.store.item(route.table(), &key).await;
-    let Some(AttributeValue::M(members)) = after.get("parameters") else {
+    let Some(Attr::M(members)) = after.get("parameters") else {
         panic!("parameters lost");
     };
     for kept in ["bin", "strings", "numbers"] {
         assert_eq!(members.get(kept), stored.get(kept), "{kept} changed type");
     }
-    let Some(AttributeValue::M(nested)) = members.get("nested") else {
+    let Some(Attr::M(nested)) = members.get("nested") else {
         panic!("nested lost");
     };
-    assert_eq!(
-        nested.get("blobs"),
-        Some(&AttributeValue::Bs(vec![Blob::new(*b"x")]))
-    );
-    assert_eq!(nested.get("n"), Some(&AttributeValue::N("2".into())));
-    assert_eq!(members.get("added"), Some(&AttributeValue::Bool(true)));
+    assert_eq!(nested.get("blobs"), Some(&Attr::Bs(vec![b"x".to_vec()])));
+    assert_eq!(nested.get("n"), Some(&Attr::N("2".into())));
+    assert_eq!(members.get("added"), Some(&Attr::Bool(true)));
 }
 
 /// A `null` removes a stored header whatever its name, one the rules refuse
@@ -332,7 +322,7 @@ async fn null_removes_any_stored_name<S: Backdoor>(app: &App<S>) {
     assert_eq!(removed.body["data"]["headers"], json!({"X-Keep": "k"}));
     let stored = app.store.item(route.table(), &key).await;
     let names: Vec<&String> = match stored.get("headers") {
-        Some(AttributeValue::M(members)) => members.keys().collect(),
+        Some(Attr::M(members)) => members.keys().collect(),
         _ => Vec::new(),
     };
     assert_eq!(names, ["X-Keep"]);

@@ -2,10 +2,10 @@
 //! real handler functions and the Lambda entry's own event reading. Uses the
 //! in-memory store, which counts calls: a rejected request must make none.
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{MemoryStore, Store, StoreError};
 use agent_server_shared::{App, Response, Settings};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{Failing, Route, body_json, memory_app};
 use serde_json::{Value, json};
@@ -453,7 +453,7 @@ async fn a_missing_record_or_another_project_is_not_found() {
             app.store
                 .get(route.table(), &key(route))
                 .map(|i| i["name"].clone()),
-            Some(AttributeValue::S("Original".into()))
+            Some(Attr::S("Original".into()))
         );
     }
 }
@@ -626,7 +626,7 @@ async fn anything_else_is_500_with_the_request_id_and_no_detail() {
     // A stored item of the wrong shape is an internal error too, not a panic.
     let app = memory_app(Policy::default());
     let mut item = Route::ApiKeys.item(PROJECT, ID);
-    item.insert("enabled".into(), AttributeValue::S("true".into()));
+    item.insert("enabled".into(), Attr::S("true".into()));
     assert!(app.store.put(Route::ApiKeys.table(), item));
     let outcome = send(
         Route::ApiKeys,

@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::{Key, MemoryStore, Store, TableNames, kept};
 use agent_server_shared::{App, Response};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     Route, body_json, client, dynamo_app, dynamo_local, get_item, http, memory_app, put_item, serve_local_api,
@@ -65,6 +65,9 @@ async fn kept_items() -> Vec<Item> {
         .expect("scan")
         .items
         .unwrap_or_default()
+        .into_iter()
+        .map(integration_tests::own)
+        .collect()
 }
 
 fn summary(response: &Response) -> (u16, Value, Option<String>, Option<String>) {
@@ -193,12 +196,10 @@ async fn a_retry_answers_the_kept_outcome_on_dynamodb_local() {
     for item in items {
         let expires = item[kept::EXPIRES_AT]
             .as_n()
-            .ok()
             .and_then(|n| n.parse::<i64>().ok())
             .unwrap_or(0);
         let at = item[kept::KEPT_AT]
             .as_n()
-            .ok()
             .and_then(|n| n.parse::<i64>().ok())
             .unwrap_or(0);
         assert_eq!(expires - at, 24 * 60 * 60);
@@ -207,7 +208,7 @@ async fn a_retry_answers_the_kept_outcome_on_dynamodb_local() {
         assert!(
             item[kept::RECORD]
                 .as_m()
-                .is_ok_and(|record| !record.contains_key("api_key"))
+                .is_some_and(|record| !record.contains_key("api_key"))
         );
     }
 }
@@ -304,24 +305,23 @@ async fn an_expired_outcome_is_as_none() {
         .await
         .expect("scan")
         .items
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(integration_tests::own)
+        .collect::<Vec<_>>();
     let mine: Vec<_> = items
         .into_iter()
         .filter(|item| {
             item[kept::RECORD]
                 .as_m()
-                .is_ok_and(|record| record.get("id") == Some(&AttributeValue::S(key.id.clone())))
+                .is_some_and(|record| record.get("id") == Some(&Attr::S(key.id.clone())))
         })
         .collect();
     assert_eq!(mine.len(), 1);
     for mut item in mine {
         let aged = |name: &str| {
-            let n = item[name]
-                .as_n()
-                .ok()
-                .and_then(|n| n.parse::<i64>().ok())
-                .unwrap_or(0);
-            AttributeValue::N((n - 24 * 60 * 60 - 1).to_string())
+            let n = item[name].as_n().and_then(|n| n.parse::<i64>().ok()).unwrap_or(0);
+            Attr::N((n - 24 * 60 * 60 - 1).to_string())
         };
         let (expires, at) = (aged(kept::EXPIRES_AT), aged(kept::KEPT_AT));
         item.insert(kept::EXPIRES_AT.into(), expires);
@@ -329,7 +329,7 @@ async fn an_expired_outcome_is_as_none() {
         dynamo
             .put_item()
             .table_name(&outcomes)
-            .set_item(Some(item))
+            .set_item(Some(agent_server_shared::item::to_sdk(item)))
             .send()
             .await
             .expect("age");
@@ -648,21 +648,18 @@ async fn a_kept_copy_of_headers_stored_in_the_clear_is_sealed() {
     let items = kept_items().await;
     let kept = items
         .iter()
-        .filter_map(|item| item[kept::RECORD].as_m().ok())
-        .find(|record| record.get("id") == Some(&AttributeValue::S(key.id.clone())))
+        .filter_map(|item| item[kept::RECORD].as_m())
+        .find(|record| record.get("id") == Some(&Attr::S(key.id.clone())))
         .expect("the outcome is kept");
     let headers = kept["headers"].as_m().expect("headers");
-    assert!(
-        matches!(headers.get("X-Old"), Some(AttributeValue::B(_))),
-        "{headers:?}"
-    );
-    assert!(matches!(kept.get("headers_key"), Some(AttributeValue::B(_))));
+    assert!(matches!(headers.get("X-Old"), Some(Attr::B(_))), "{headers:?}");
+    assert!(matches!(kept.get("headers_key"), Some(Attr::B(_))));
     // The record itself keeps its text, as a rename leaves it.
     let dynamo = client(&dynamo_local().await.endpoint);
     let record = get_item(&dynamo, route.table(), &key).await.expect("record");
     assert_eq!(
-        record["headers"].as_m().ok().and_then(|m| m.get("X-Old")),
-        Some(&AttributeValue::S("old".into()))
+        record["headers"].as_m().and_then(|m| m.get("X-Old")),
+        Some(&Attr::S("old".into()))
     );
     let replay = route.call(&app, rename().request()).await;
     assert_eq!(replay.headers()["idempotent-replayed"], "true");

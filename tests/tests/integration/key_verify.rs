@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_server_shared::App;
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::Item;
 use agent_server_shared::keycheck::ProviderBases;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::Sealer;
 use agent_server_shared::store::{DynamoStore, Key};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{
     Reply, Route, capture_logs, client, dynamo_app, dynamo_local, get_item, http, llmock, llmock_bases,
     llmock_refusing, put_item,
@@ -55,7 +55,7 @@ async fn record(provider: &str) -> Key {
     let dynamo = client(&dynamo_local().await.endpoint);
     let id = uuid::Uuid::new_v4().to_string();
     let mut item = Route::ApiKeys.item("", &id);
-    item.insert("provider_type".into(), AttributeValue::S(provider.into()));
+    item.insert("provider_type".into(), Attr::S(provider.into()));
     put_item(&dynamo, agent_server_shared::Table::ApiKeys, item).await;
     Key { project_id: None, id }
 }
@@ -126,10 +126,7 @@ async fn each_provider_s_key_is_verified_against_the_mock_and_sealed() {
         assert!(!text.contains("SENTINEL"), "{text}");
         // Stored with the record; the key sealed as ever.
         let item = stored(&key).await;
-        assert!(
-            matches!(item.get("api_key"), Some(AttributeValue::B(_))),
-            "{provider}"
-        );
+        assert!(matches!(item.get("api_key"), Some(Attr::B(_))), "{provider}");
         assert_eq!(
             integration_tests::stored_json(&item, "verification"),
             *verification
@@ -498,7 +495,7 @@ impl agent_server_shared::Store for RacedOnce {
     ) -> Result<Item, agent_server_shared::store::StoreError> {
         if !self.raced.swap(true, Ordering::SeqCst) {
             let racer = agent_server_shared::store::Update {
-                set: vec![("name", AttributeValue::S("Racer".into()))].into(),
+                set: vec![("name", Attr::S("Racer".into()))].into(),
                 remove: Vec::new(),
                 unchanged: Vec::new(),
                 write_id: agent_server_shared::store::Update::new_write_id(),
@@ -535,7 +532,7 @@ async fn a_verifying_write_that_loses_a_race_calls_kms_and_the_provider_once() {
         };
         let id = uuid::Uuid::new_v4().to_string();
         let mut item = Route::ApiKeys.item("", &id);
-        item.insert("provider_type".into(), AttributeValue::S("OpenAI".into()));
+        item.insert("provider_type".into(), Attr::S("OpenAI".into()));
         app.store.inner.put(agent_server_shared::Table::ApiKeys, item);
         if saved {
             // Sealed by a write without verify; then the race is armed.

@@ -82,7 +82,7 @@ async fn stored_name(project: &str, id: &str) -> Option<String> {
         id: id.into(),
     };
     let item = get_item(&dynamo, Route::Models.table(), &key).await?;
-    item.get("name").and_then(|name| name.as_s().ok()).cloned()
+    item.get("name").and_then(|name| name.as_s()).map(str::to_owned)
 }
 
 /// An HS256 token over `header` and `payload` exactly as written (the

@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::Item;
 use agent_server_shared::seal::{self, DataKey, MemorySealer, SealError, Sealer};
 use agent_server_shared::store::{Key, MemoryStore, Store, StoreError, TableNames, Update};
 use agent_server_shared::{App, Settings, Table};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     KmsLocal, Route, body_json, capture_logs, client, consumer_example, dynamo_local, free_port, http,
@@ -47,24 +47,24 @@ async fn put(base: &str, key: &Key, body: Value) -> integration_tests::Reply {
 }
 
 fn sealed_headers(item: &Item) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
-    let Some(AttributeValue::B(data_key)) = item.get("headers_key") else {
+    let Some(Attr::B(data_key)) = item.get("headers_key") else {
         panic!(
             "no sealed data key: {:?}",
             item.get("headers_key").map(|_| "another type")
         );
     };
-    let Some(AttributeValue::M(members)) = item.get("headers") else {
+    let Some(Attr::M(members)) = item.get("headers") else {
         panic!("headers are not a map");
     };
     let mut values: Vec<(String, Vec<u8>)> = members
         .iter()
         .map(|(name, value)| match value {
-            AttributeValue::B(sealed) => (name.clone(), sealed.as_ref().to_vec()),
+            Attr::B(sealed) => (name.clone(), sealed.clone()),
             _ => panic!("{name} is not sealed"),
         })
         .collect();
     values.sort();
-    (data_key.as_ref().to_vec(), values)
+    (data_key.clone(), values)
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -142,7 +142,7 @@ async fn a_header_value_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_
     }
     assert_eq!(
         item.get("updated_fields"),
-        Some(&AttributeValue::Ss(vec!["headers".into(), "name".into()]))
+        Some(&Attr::Ss(vec!["headers".into(), "name".into()]))
     );
 
     // The data key opens with one Decrypt and the documented context only.
@@ -417,8 +417,8 @@ impl Store for Racing {
                 table: Table::McpServers,
                 key,
                 set: vec![
-                    ("headers", AttributeValue::M(Default::default())),
-                    ("headers_key", AttributeValue::B(vec![9; 48].into())),
+                    ("headers", Attr::M(Default::default())),
+                    ("headers_key", Attr::B(vec![9; 48])),
                 ]
                 .into(),
                 remove: Vec::new(),
@@ -467,12 +467,9 @@ async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() 
         .unwrap();
     item.insert(
         "headers".into(),
-        AttributeValue::M([("A".to_string(), AttributeValue::B(value.into()))].into()),
+        Attr::M([("A".to_string(), Attr::B(value))].into()),
     );
-    item.insert(
-        "headers_key".into(),
-        AttributeValue::B(data_key.sealed().to_vec().into()),
-    );
+    item.insert("headers_key".into(), Attr::B(data_key.sealed().to_vec()));
     assert!(app.store.inner.put(Table::McpServers, item));
     let (status, body, kms_calls) = call(&app, &sealer, &key, json!({"name": "Mine"})).await;
     assert_eq!(status, 409, "{body}");
@@ -481,10 +478,10 @@ async fn a_data_key_replaced_during_a_rename_is_a_conflict_and_writes_nothing() 
     let stored = app.store.inner.get(Table::McpServers, &key).unwrap_or_default();
     assert_eq!(
         stored.get("name"),
-        Some(&AttributeValue::S("Original".into())),
+        Some(&Attr::S("Original".into())),
         "the rename was written"
     );
-    assert_eq!(stored.get("updated_by"), Some(&AttributeValue::S("racer".into())));
+    assert_eq!(stored.get("updated_by"), Some(&Attr::S("racer".into())));
 }
 
 /// `seal-secrets` on an MCP-server table of its own: plain headers are
@@ -502,33 +499,33 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     let tables = TableNames::default().with(agent_server_shared::Table::McpServers, table.clone());
     local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
     let project = uuid::Uuid::new_v4().to_string();
-    let put = |id: &str, headers: Option<AttributeValue>, data_key: Option<Vec<u8>>| {
+    let put = |id: &str, headers: Option<Attr>, data_key: Option<Vec<u8>>| {
         let mut item = Route::McpServers.item(&project, id);
-        item.insert("version".into(), AttributeValue::N("7".into()));
-        item.insert("updated_by".into(), AttributeValue::S("someone".into()));
+        item.insert("version".into(), Attr::N("7".into()));
+        item.insert("updated_by".into(), Attr::S("someone".into()));
         match headers {
             Some(value) => item.insert("headers".into(), value),
             None => item.remove("headers"),
         };
         if let Some(data_key) = data_key {
-            item.insert("headers_key".into(), AttributeValue::B(data_key.into()));
+            item.insert("headers_key".into(), Attr::B(data_key));
         }
         let (dynamo, table) = (dynamo.clone(), table.clone());
         async move {
             dynamo
                 .put_item()
                 .table_name(table)
-                .set_item(Some(item))
+                .set_item(Some(agent_server_shared::item::to_sdk(item)))
                 .send()
                 .await
                 .unwrap();
         }
     };
     let plain = |pairs: &[(&str, &str)]| {
-        AttributeValue::M(
+        Attr::M(
             pairs
                 .iter()
-                .map(|(name, value)| (name.to_string(), AttributeValue::S(value.to_string())))
+                .map(|(name, value)| (name.to_string(), Attr::S(value.to_string())))
                 .collect(),
         )
     };
@@ -542,12 +539,13 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
             dynamo
                 .get_item()
                 .table_name(table)
-                .set_key(Some(key.attributes()))
+                .set_key(Some(agent_server_shared::item::to_sdk(key.attributes())))
                 .consistent_read(true)
                 .send()
                 .await
                 .unwrap()
                 .item
+                .map(integration_tests::own)
                 .unwrap_or_default()
         }
     };
@@ -573,14 +571,12 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         .unwrap();
     put(
         &ids[2],
-        Some(AttributeValue::M(
-            [("A".to_string(), AttributeValue::B(value.into()))].into(),
-        )),
+        Some(Attr::M([("A".to_string(), Attr::B(value))].into())),
         Some(data_key.sealed().to_vec()),
     )
     .await;
     put(&ids[3], None, None).await;
-    put(&ids[4], Some(AttributeValue::S("not a map".into())), None).await;
+    put(&ids[4], Some(Attr::S("not a map".into())), None).await;
     // Sealed in the first layout, under the data key itself.
     let first_layout = key_of(&ids[5]);
     let old_key = sealer
@@ -590,17 +586,17 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
         )
         .await
         .unwrap();
-    let old_members: std::collections::HashMap<String, AttributeValue> = [("A", "one"), ("B", SENTINEL)]
+    let old_members: std::collections::HashMap<String, Attr> = [("A", "one"), ("B", SENTINEL)]
         .into_iter()
         .map(|(name, value)| {
             let sealed =
                 seal::values::seal_first_layout(&old_key, "headers", &first_layout, name, value).unwrap();
-            (name.to_string(), AttributeValue::B(sealed.into()))
+            (name.to_string(), Attr::B(sealed))
         })
         .collect();
     put(
         &ids[5],
-        Some(AttributeValue::M(old_members.clone())),
+        Some(Attr::M(old_members.clone())),
         Some(old_key.sealed().to_vec()),
     )
     .await;
@@ -713,10 +709,12 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     dynamo
         .update_item()
         .table_name(&table)
-        .set_key(Some(key_of(&renamed).attributes()))
+        .set_key(Some(agent_server_shared::item::to_sdk(
+            key_of(&renamed).attributes(),
+        )))
         .update_expression("SET #n = :n")
         .expression_attribute_names("#n", "name")
-        .expression_attribute_values(":n", AttributeValue::S("Renamed meanwhile".into()))
+        .expression_attribute_values(":n", Attr::S("Renamed meanwhile".into()).into())
         .send()
         .await
         .unwrap();
@@ -733,10 +731,7 @@ async fn seal_secrets_seals_plain_headers_keeps_concurrent_writes_and_can_run_ag
     .await;
     assert_eq!(report.sealed, 1);
     let item = read(&renamed).await;
-    assert_eq!(
-        item.get("name"),
-        Some(&AttributeValue::S("Renamed meanwhile".into()))
-    );
+    assert_eq!(item.get("name"), Some(&Attr::S("Renamed meanwhile".into())));
     assert_eq!(sealed_headers(&item).1.len(), 1);
 }
 
@@ -756,12 +751,9 @@ async fn a_planted_header_value_is_refused_and_nothing_is_written() {
     )
     .await;
     assert_eq!(set.status, 200);
-    for planted in [
-        AttributeValue::S("attacker-plain".into()),
-        AttributeValue::N("1".into()),
-    ] {
+    for planted in [Attr::S("attacker-plain".into()), Attr::N("1".into())] {
         let mut item = app.store.get(Table::McpServers, &key).unwrap_or_default();
-        if let Some(AttributeValue::M(members)) = item.get_mut("headers") {
+        if let Some(Attr::M(members)) = item.get_mut("headers") {
             members.insert("Injected".into(), planted.clone());
         }
         assert!(app.store.put(Table::McpServers, item));

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::seal::{MemorySealer, Sealer};
 use agent_server_shared::store::{Key, MemoryStore, Store};
 use agent_server_shared::{App, Settings, Table};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{
     Route, body_json, client, dynamo_app, dynamo_local, get_item, put_item, stored_json,
@@ -118,7 +118,7 @@ async fn the_rfc_examples_on<S: Store>(
             "stored: {change}"
         );
         let fields = get(&key).await.get("updated_fields").cloned();
-        assert_eq!(fields, Some(AttributeValue::Ss(vec!["parameters".into()])));
+        assert_eq!(fields, Some(Attr::Ss(vec!["parameters".into()])));
     }
 }
 
@@ -194,13 +194,11 @@ async fn one_header_changes_or_goes_without_sending_the_others() {
         sealed_key,
         "the record kept its data key"
     );
-    let Some(AttributeValue::M(members)) = stored.get("headers") else {
+    let Some(Attr::M(members)) = stored.get("headers") else {
         panic!("no headers")
     };
     assert!(
-        members
-            .values()
-            .all(|value| matches!(value, AttributeValue::B(_))),
+        members.values().all(|value| matches!(value, Attr::B(_))),
         "a plain value at rest"
     );
     // A rename by PATCH is a partial update: one write, headers shown.
@@ -268,7 +266,7 @@ async fn one_header_changes_on_dynamodb_local_with_the_local_kms() {
     let sealed_key = get_item(&dynamo, Table::McpServers, &key)
         .await
         .and_then(|item| item.get("headers_key").cloned());
-    assert!(matches!(sealed_key, Some(AttributeValue::B(_))));
+    assert!(matches!(sealed_key, Some(Attr::B(_))));
     // Sealed headers merged: the key kept.
     let second = patch(
         &app,
@@ -334,14 +332,10 @@ async fn plain_headers_stored_before_sealing_are_sealed_by_a_patch_that_touches_
     );
     assert_eq!(sealer.calls(), 1, "a new data key");
     let stored = app.store.get(Table::McpServers, &key).unwrap_or_default();
-    let Some(AttributeValue::M(members)) = stored.get("headers") else {
+    let Some(Attr::M(members)) = stored.get("headers") else {
         panic!("no headers")
     };
-    assert!(
-        members
-            .values()
-            .all(|value| matches!(value, AttributeValue::B(_)))
-    );
+    assert!(members.values().all(|value| matches!(value, Attr::B(_))));
     assert_eq!(
         stored_json(&stored, "headers"),
         json!({"X-Old": "old", "X-Added": "a"})
@@ -559,7 +553,7 @@ async fn an_api_key_patch_is_sealed_as_a_put_is() {
     assert!(!answer.body.to_string().contains("sk-PATCHED"));
     assert_eq!(sealer.calls(), 1);
     let stored = app.store.get(Table::ApiKeys, &key).unwrap_or_default();
-    assert!(matches!(stored.get("api_key"), Some(AttributeValue::B(_))));
+    assert!(matches!(stored.get("api_key"), Some(Attr::B(_))));
     assert_eq!(stored_json(&stored, "api_key"), json!("sk-PATCHED"));
     let refused = patch(&app, Route::ApiKeys, &key, &json!({"api_key": null}), &[]).await;
     assert_eq!(refused.status, 400);

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_server_shared::item::Item;
+use agent_server_shared::item::{Attr, Item};
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::Key;
 use integration_tests::{
@@ -151,8 +151,10 @@ impl ChangingPeer {
 fn string_set(item: &Item, name: &str) -> Vec<String> {
     let mut names = item
         .get(name)
-        .and_then(|value| value.as_ss().ok())
-        .cloned()
+        .and_then(|value| match value {
+            Attr::Ss(names) => Some(names.clone()),
+            _ => None,
+        })
         .unwrap_or_default();
     names.sort();
     names

@@ -75,8 +75,11 @@ fn update(expected_versions: Option<Vec<u64>>) -> Update {
             id: "i".into(),
         },
         set: vec![
-            ("name", AttributeValue::S("n".into())),
-            ("parameters", AttributeValue::M(Default::default())),
+            ("name", agent_server_shared::item::Attr::S("n".into())),
+            (
+                "parameters",
+                agent_server_shared::item::Attr::M(Default::default()),
+            ),
         ]
         .into(),
         remove: Vec::new(),

@@ -9,11 +9,11 @@
 
 use agent_server_ops::{Report, seal_item, seal_table};
 use agent_server_shared::Table;
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::Item;
 use agent_server_shared::seal::{KmsSealer, Sealer};
 use agent_server_shared::store::Key;
 use agent_server_shared::store::TableNames;
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{
     KmsLocal, Route, capture_logs, client, consumer_example, dynamo_local, free_port, get_item, http,
     kms_client_budgeted, kms_decrypt, kms_local, put_item, serve_sealing,
@@ -27,7 +27,7 @@ async fn plain_key_record(api_key: &str) -> (String, Key) {
     let dynamo = client(&dynamo_local().await.endpoint);
     let id = uuid::Uuid::new_v4().to_string();
     let mut item = Route::ApiKeys.item("", &id);
-    item.insert("api_key".into(), AttributeValue::S(api_key.into()));
+    item.insert("api_key".into(), Attr::S(api_key.into()));
     put_item(&dynamo, Table::ApiKeys, item).await;
     (id.clone(), Key { project_id: None, id })
 }
@@ -41,7 +41,7 @@ async fn stored(key: &Key) -> Item {
 
 fn sealed_bytes(item: &Item) -> Vec<u8> {
     match item.get("api_key") {
-        Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
+        Some(Attr::B(blob)) => blob.clone(),
         other => panic!("api_key is not sealed (B): {:?}", other.map(|_| "another type")),
     }
 }
@@ -82,7 +82,7 @@ async fn a_key_sent_to_the_api_exists_at_rest_only_as_ciphertext_bound_to_its_re
     // The write stored its fields by name only.
     assert_eq!(
         item.get("updated_fields"),
-        Some(&AttributeValue::Ss(vec!["api_key".into(), "name".into()]))
+        Some(&Attr::Ss(vec!["api_key".into(), "name".into()]))
     );
 
     // One Decrypt with the documented context opens it; nothing else does.
@@ -218,10 +218,10 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     let table = format!("seal-test-{}", uuid::Uuid::new_v4());
     let tables = TableNames::default().with(agent_server_shared::Table::ApiKeys, table.clone());
     local_api::setup::create_tables(&dynamo, &tables).await.unwrap();
-    let put = |id: &str, api_key: Option<AttributeValue>| {
+    let put = |id: &str, api_key: Option<Attr>| {
         let mut item = Route::ApiKeys.item("", id);
-        item.insert("version".into(), AttributeValue::N("7".into()));
-        item.insert("updated_by".into(), AttributeValue::S("someone".into()));
+        item.insert("version".into(), Attr::N("7".into()));
+        item.insert("updated_by".into(), Attr::S("someone".into()));
         match api_key {
             Some(value) => item.insert("api_key".into(), value),
             None => item.remove("api_key"),
@@ -231,15 +231,15 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
             dynamo
                 .put_item()
                 .table_name(table)
-                .set_item(Some(item))
+                .set_item(Some(agent_server_shared::item::to_sdk(item)))
                 .send()
                 .await
                 .unwrap();
         }
     };
     let ids: Vec<String> = (0..5).map(|_| uuid::Uuid::new_v4().to_string()).collect();
-    put(&ids[0], Some(AttributeValue::S("sk-plain-0".into()))).await;
-    put(&ids[1], Some(AttributeValue::S("sk-plain-1".into()))).await;
+    put(&ids[0], Some(Attr::S("sk-plain-0".into()))).await;
+    put(&ids[1], Some(Attr::S("sk-plain-1".into()))).await;
     let already = sealer
         .seal(
             &[("field", "api_key"), ("id", &ids[2])],
@@ -248,21 +248,22 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
         )
         .await
         .unwrap();
-    put(&ids[2], Some(AttributeValue::B(already.into()))).await;
+    put(&ids[2], Some(Attr::B(already))).await;
     put(&ids[3], None).await;
-    put(&ids[4], Some(AttributeValue::N("5".into()))).await;
+    put(&ids[4], Some(Attr::N("5".into()))).await;
     let read = |id: &str| {
         let (dynamo, table, id) = (dynamo.clone(), table.clone(), id.to_string());
         async move {
             dynamo
                 .get_item()
                 .table_name(table)
-                .key("id", AttributeValue::S(id))
+                .key("id", Attr::S(id).into())
                 .consistent_read(true)
                 .send()
                 .await
                 .ok()
                 .and_then(|output| output.item)
+                .map(integration_tests::own)
                 .unwrap_or_default()
         }
     };
@@ -312,7 +313,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     // Concurrent writes between the scan and the write. One set a new key
     // (the API seals it): the stale plain text is not written over it.
     let raced = uuid::Uuid::new_v4().to_string();
-    put(&raced, Some(AttributeValue::S("sk-stale".into()))).await;
+    put(&raced, Some(Attr::S("sk-stale".into()))).await;
     let scanned = read(&raced).await;
     let newer = sealer
         .seal(
@@ -322,7 +323,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
         )
         .await
         .unwrap();
-    put(&raced, Some(AttributeValue::B(newer.clone().into()))).await;
+    put(&raced, Some(Attr::B(newer.clone()))).await;
     let mut report = Report::default();
     seal_item(
         &dynamo,
@@ -335,23 +336,20 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     )
     .await;
     assert_eq!((report.changed, report.sealed), (1, 0));
-    assert_eq!(
-        read(&raced).await.get("api_key"),
-        Some(&AttributeValue::B(newer.into()))
-    );
+    assert_eq!(read(&raced).await.get("api_key"), Some(&Attr::B(newer)));
 
     // The other changed another field only: sealing goes ahead and the
     // other write is kept.
     let renamed = uuid::Uuid::new_v4().to_string();
-    put(&renamed, Some(AttributeValue::S("sk-same".into()))).await;
+    put(&renamed, Some(Attr::S("sk-same".into()))).await;
     let scanned = read(&renamed).await;
     dynamo
         .update_item()
         .table_name(&table)
-        .key("id", AttributeValue::S(renamed.clone()))
+        .key("id", Attr::S(renamed.clone()).into())
         .update_expression("SET #n = :n")
         .expression_attribute_names("#n", "name")
-        .expression_attribute_values(":n", AttributeValue::S("Renamed meanwhile".into()))
+        .expression_attribute_values(":n", Attr::S("Renamed meanwhile".into()).into())
         .send()
         .await
         .unwrap();
@@ -368,10 +366,7 @@ async fn seal_api_keys_seals_plain_items_keeps_concurrent_writes_and_can_run_aga
     .await;
     assert_eq!(report.sealed, 1);
     let item = read(&renamed).await;
-    assert_eq!(
-        item.get("name"),
-        Some(&AttributeValue::S("Renamed meanwhile".into()))
-    );
+    assert_eq!(item.get("name"), Some(&Attr::S("Renamed meanwhile".into())));
     let opened = kms_decrypt(
         &kms.endpoint,
         &sealed_bytes(&item),

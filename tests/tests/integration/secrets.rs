@@ -2,10 +2,10 @@
 //! response body or header (other than an MCP server's own record) and no
 //! log line, the AWS SDK's included at TRACE level, may contain it.
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::rules::Policy;
 use agent_server_shared::store::StoreError;
 use agent_server_shared::{App, Response, Settings};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::Event;
 use integration_tests::{Failing, Route, capture_logs, client, dynamo_app, dynamo_local, put_item};
 use serde_json::json;
@@ -29,7 +29,7 @@ async fn secrets_never_reach_a_response_or_a_log_line() {
     let id = uuid::Uuid::new_v4().to_string();
     let project = uuid::Uuid::new_v4().to_string();
     let mut key_item = Route::ApiKeys.item(&project, &id);
-    key_item.insert("api_key".into(), AttributeValue::S(SENTINEL.into()));
+    key_item.insert("api_key".into(), Attr::S(SENTINEL.into()));
     let mcp_item = Route::McpServers.item(&project, &id);
     let dynamo = client(&local.endpoint);
     put_item(&dynamo, Route::ApiKeys.table(), key_item).await;
@@ -211,13 +211,7 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         // A value as read, in the clear: shown by no Debug all the same.
         set: vec![(
             "headers",
-            AttributeValue::M(
-                [(
-                    "Authorization".to_string(),
-                    AttributeValue::S(format!("Bearer {SENTINEL}")),
-                )]
-                .into(),
-            ),
+            Attr::M([("Authorization".to_string(), Attr::S(format!("Bearer {SENTINEL}")))].into()),
         )]
         .into(),
         remove: Vec::new(),
@@ -232,12 +226,8 @@ async fn no_structure_that_holds_a_secret_shows_it() {
         // Headers stored before sealing, expected as read: text values.
         unchanged: vec![(
             "headers",
-            agent_server_shared::store::Expected::Is(AttributeValue::M(
-                [(
-                    "Authorization".to_string(),
-                    AttributeValue::S(format!("Bearer {SENTINEL}")),
-                )]
-                .into(),
+            agent_server_shared::store::Expected::Is(Attr::M(
+                [("Authorization".to_string(), Attr::S(format!("Bearer {SENTINEL}")))].into(),
             )),
         )],
     };

@@ -2,13 +2,13 @@
 //! against DynamoDB Local, so the fast store used by handler tests cannot
 //! drift from the real one.
 
+use agent_server_shared::item::Attr;
 use agent_server_shared::item::{self, Item};
 use agent_server_shared::store::{
     DynamoStore, Expected, Key, MemoryStore, NoneMatch, Store, StoreError, Update, WRITE_ID,
 };
 use agent_server_shared::{Table, store::TableNames};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{Route, client, dynamo_local, get_item, put_item, same_json};
 use serde_json::{Value, json};
 
@@ -78,7 +78,7 @@ fn key(route: Route, project_id: &str, id: &str) -> Key {
     }
 }
 
-fn update(route: Route, key: Key, set: Vec<(&'static str, AttributeValue)>) -> Update {
+fn update(route: Route, key: Key, set: Vec<(&'static str, Attr)>) -> Update {
     Update {
         table: route.table(),
         key,
@@ -150,7 +150,7 @@ async fn each_field_updates_alone<B: Backend>(backend: &B) {
 async fn missing_record_is_not_found_and_nothing_is_created<B: Backend>(backend: &B) {
     for route in Route::ALL {
         let key = key(route, &new_id(), &new_id());
-        let set = vec![("name", AttributeValue::S("x".into()))];
+        let set = vec![("name", Attr::S("x".into()))];
         let result = backend.update(update(route, key.clone(), set)).await;
         assert_eq!(result, Err(StoreError::NotFound(route.table())), "{route:?}");
         assert_eq!(
@@ -166,7 +166,7 @@ async fn another_projects_record_is_not_found_and_unchanged<B: Backend>(backend:
         let (owner, intruder, id) = (new_id(), new_id(), new_id());
         let original = route.item(&owner, &id);
         backend.put(route.table(), original.clone()).await;
-        let set = vec![("name", AttributeValue::S("hijacked".into()))];
+        let set = vec![("name", Attr::S("hijacked".into()))];
         let result = backend
             .update(update(route, key(route, &intruder, &id), set))
             .await;
@@ -206,13 +206,13 @@ async fn parameters_of_every_json_type_round_trip<B: Backend>(backend: &B) {
     let stored = backend.get(route.table(), &key).await.unwrap_or_default();
     assert!(same_json(&field_json(&stored, "parameters"), &parameters));
     // Stored natively: an object is M, an array L, a number N, null NULL.
-    let Some(AttributeValue::M(map)) = stored.get("parameters") else {
+    let Some(Attr::M(map)) = stored.get("parameters") else {
         panic!("parameters not stored as M");
     };
-    assert!(matches!(map.get("array"), Some(AttributeValue::L(_))));
-    assert!(matches!(map.get("big"), Some(AttributeValue::N(_))));
-    assert!(matches!(map.get("null"), Some(AttributeValue::Null(true))));
-    assert!(matches!(map.get("true"), Some(AttributeValue::Bool(true))));
+    assert!(matches!(map.get("array"), Some(Attr::L(_))));
+    assert!(matches!(map.get("big"), Some(Attr::N(_))));
+    assert!(matches!(map.get("null"), Some(Attr::Null)));
+    assert!(matches!(map.get("true"), Some(Attr::Bool(true))));
 }
 
 async fn headers_and_parameters_are_replaced_not_merged<B: Backend>(backend: &B) {
@@ -238,19 +238,13 @@ async fn updated_at_moves_and_created_at_stays<B: Backend>(backend: &B) {
     for route in Route::ALL {
         let (project, id) = (new_id(), new_id());
         backend.put(route.table(), route.item(&project, &id)).await;
-        let set = vec![("name", AttributeValue::S("renamed".into()))];
+        let set = vec![("name", Attr::S("renamed".into()))];
         let returned = backend
             .update(update(route, key(route, &project, &id), set))
             .await;
         let returned = returned.unwrap();
-        assert_eq!(
-            returned["updated_at"],
-            AttributeValue::S("2026-11-21T14:55:00.123Z".into())
-        );
-        assert_eq!(
-            returned["created_at"],
-            AttributeValue::S("2026-01-01T00:00:00.000Z".into())
-        );
+        assert_eq!(returned["updated_at"], Attr::S("2026-11-21T14:55:00.123Z".into()));
+        assert_eq!(returned["created_at"], Attr::S("2026-01-01T00:00:00.000Z".into()));
     }
 }
 
@@ -260,7 +254,7 @@ async fn version_counts_every_update<B: Backend>(backend: &B) {
         backend.put(route.table(), route.item(&project, &id)).await; // no version attribute
         let key = key(route, &project, &id);
         for expected in 1..=3 {
-            let set = vec![("name", AttributeValue::S(format!("v{expected}")))];
+            let set = vec![("name", Attr::S(format!("v{expected}")))];
             let returned = backend.update(update(route, key.clone(), set)).await;
             let returned = returned.unwrap();
             assert_eq!(item::version(&returned), Ok(expected), "{route:?}");
@@ -272,20 +266,11 @@ async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
     for route in Route::ALL {
         let (project, id) = (new_id(), new_id());
         let mut original = route.item(&project, &id);
-        original.insert("version".into(), AttributeValue::N("3".into()));
-        original.insert(
-            "updated_at".into(),
-            AttributeValue::S("2026-11-21T14:55:00.500Z".into()),
-        );
+        original.insert("version".into(), Attr::N("3".into()));
+        original.insert("updated_at".into(), Attr::S("2026-11-21T14:55:00.500Z".into()));
         backend.put(route.table(), original.clone()).await;
         let key = key(route, &project, &id);
-        let base = || {
-            update(
-                route,
-                key.clone(),
-                vec![("name", AttributeValue::S("changed".into()))],
-            )
-        };
+        let base = || update(route, key.clone(), vec![("name", Attr::S("changed".into()))]);
         let mismatch = Err(StoreError::VersionMismatch { current: "3".into() });
         for refused in [
             Update {
@@ -358,7 +343,7 @@ async fn other_preconditions_guard_the_write<B: Backend>(backend: &B) {
             ..update(
                 route,
                 self::key(route, &project, &id),
-                vec![("name", AttributeValue::S("z".into()))],
+                vec![("name", Attr::S("z".into()))],
             )
         };
         assert_eq!(
@@ -380,18 +365,15 @@ async fn who_and_which_fields_are_stored<B: Backend>(backend: &B) {
             .rev()
             .find(|field| field.name != "name" && field.rule().is_some())
             .map_or("name", |field| field.name);
-        let set = vec![
-            ("name", AttributeValue::S("n".into())),
-            (other, AttributeValue::Null(true)),
-        ];
+        let set = vec![("name", Attr::S("n".into())), (other, Attr::Null)];
         let written = backend.update(update(route, key.clone(), set)).await.unwrap();
         assert_eq!(
             written.get("updated_by"),
-            Some(&AttributeValue::S("store-conformance".into()))
+            Some(&Attr::S("store-conformance".into()))
         );
         // A string set: no order.
         let mut stored = match written.get("updated_fields") {
-            Some(AttributeValue::Ss(names)) => names.clone(),
+            Some(Attr::Ss(names)) => names.clone(),
             other => panic!("{route:?}: updated_fields is {other:?}"),
         };
         stored.sort();
@@ -401,13 +383,13 @@ async fn who_and_which_fields_are_stored<B: Backend>(backend: &B) {
         // A caller with no principal leaves no earlier caller's name.
         let anonymous = Update {
             updated_by: None,
-            ..update(route, key.clone(), vec![("name", AttributeValue::S("m".into()))])
+            ..update(route, key.clone(), vec![("name", Attr::S("m".into()))])
         };
         let written = backend.update(anonymous).await.unwrap();
         assert_eq!(written.get("updated_by"), None, "{route:?}");
         assert_eq!(
             written.get("updated_fields"),
-            Some(&AttributeValue::Ss(vec!["name".into()]))
+            Some(&Attr::Ss(vec!["name".into()]))
         );
         assert_eq!(backend.get(route.table(), &key).await.as_ref(), Some(&written));
     }
@@ -421,7 +403,7 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
         let key = key(route, &project, &id);
         let guarded = |versions: Vec<u64>, name: &str| Update {
             expected_versions: Some(versions),
-            ..update(route, key.clone(), vec![("name", AttributeValue::S(name.into()))])
+            ..update(route, key.clone(), vec![("name", Attr::S(name.into()))])
         };
         // No version attribute counts as 0.
         assert_eq!(
@@ -461,8 +443,8 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
             Err(StoreError::NotFound(route.table()))
         );
         // An explicit version attribute of 0 matches 0 too.
-        original.insert("version".into(), AttributeValue::N("0".into()));
-        original.insert("id".into(), AttributeValue::S(new_id()));
+        original.insert("version".into(), Attr::N("0".into()));
+        original.insert("id".into(), Attr::S(new_id()));
         let zero_key = Key::of_item(route.table(), &original).expect("no key");
         backend.put(route.table(), original).await;
         let zero = Update {
@@ -477,20 +459,20 @@ async fn expected_versions_guard_the_write<B: Backend>(backend: &B) {
 /// written (the condition says what the service could not return), unless
 /// the write replaces the odd attribute.
 async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend: &B) {
-    let n = |text: &str| AttributeValue::N(text.into());
+    let n = |text: &str| Attr::N(text.into());
     for route in Route::ALL {
         let odd_map = match route {
-            Route::ApiKeys => ("enabled", AttributeValue::S("yes".into())),
-            Route::McpServers => ("headers", AttributeValue::S("{}".into())),
-            Route::Models => ("parameters", AttributeValue::L(vec![])),
+            Route::ApiKeys => ("enabled", Attr::S("yes".into())),
+            Route::McpServers => ("headers", Attr::S("{}".into())),
+            Route::Models => ("parameters", Attr::L(vec![])),
         };
         for (attribute, value) in [
             ("version", n("-7")),
             ("version", n("18446744073709551615")),
             ("version", n("100000000000000000000")),
-            ("version", AttributeValue::S("3".into())),
+            ("version", Attr::S("3".into())),
             ("created_at", n("1")),
-            ("name", AttributeValue::Bool(true)),
+            ("name", Attr::Bool(true)),
             odd_map.clone(),
         ] {
             let (project, id) = (new_id(), new_id());
@@ -500,9 +482,9 @@ async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend:
             let key = key(route, &project, &id);
             // A write that keeps the odd attribute is refused; nothing changes.
             let keep = if attribute == "name" {
-                vec![(odd_field(route), AttributeValue::S("x".into()))]
+                vec![(odd_field(route), Attr::S("x".into()))]
             } else {
-                vec![("name", AttributeValue::S("x".into()))]
+                vec![("name", Attr::S("x".into()))]
             };
             let outcome = backend.update(update(route, key.clone(), keep)).await;
             assert!(
@@ -515,7 +497,7 @@ async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend:
             let expected = if attribute == "name" { vec![5] } else { vec![0, 3] };
             let guarded = Update {
                 expected_versions: Some(expected),
-                ..update(route, key.clone(), vec![("name", AttributeValue::S("y".into()))])
+                ..update(route, key.clone(), vec![("name", Attr::S("y".into()))])
             };
             let outcome = backend.update(guarded).await;
             if attribute == "name" {
@@ -531,7 +513,7 @@ async fn items_the_service_cannot_return_are_left_unchanged<B: Backend>(backend:
             assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
             // A write that replaces the odd attribute is an ordinary write.
             if attribute == "name" {
-                let set = vec![("name", AttributeValue::S("fixed".into()))];
+                let set = vec![("name", Attr::S("fixed".into()))];
                 let fixed = backend.update(update(route, key.clone(), set)).await;
                 assert!(fixed.is_ok(), "{route:?}: {fixed:?}");
             }
@@ -587,12 +569,12 @@ async fn a_fractional_version_is_carried_on<B: Backend>(backend: &B) {
     for route in Route::ALL {
         let (project, id) = (new_id(), new_id());
         let mut original = route.item(&project, &id);
-        original.insert("version".into(), AttributeValue::N("1.5".into()));
+        original.insert("version".into(), Attr::N("1.5".into()));
         backend.put(route.table(), original.clone()).await;
         let key = key(route, &project, &id);
         let guarded = Update {
             expected_versions: Some(vec![1, 2]),
-            ..update(route, key.clone(), vec![("name", AttributeValue::S("y".into()))])
+            ..update(route, key.clone(), vec![("name", Attr::S("y".into()))])
         };
         // Refused with the stored version's tag: what a 412's ETag says.
         assert_eq!(
@@ -602,7 +584,7 @@ async fn a_fractional_version_is_carried_on<B: Backend>(backend: &B) {
             })
         );
         assert_eq!(backend.get(route.table(), &key).await, Some(original.clone()));
-        let set = vec![("name", AttributeValue::S("x".into()))];
+        let set = vec![("name", Attr::S("x".into()))];
         let returned = backend.update(update(route, key.clone(), set)).await;
         let returned = returned.unwrap_or_else(|e| panic!("{route:?}: {e}"));
         assert_eq!(item::version_tag(&returned), Ok("2.5".to_string()), "{route:?}");
@@ -618,11 +600,7 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
         let (project, id) = (new_id(), new_id());
         backend.put(route.table(), route.item(&project, &id)).await;
         let key = key(route, &project, &id);
-        let once = update(
-            route,
-            key.clone(),
-            vec![("name", AttributeValue::S("once".into()))],
-        );
+        let once = update(route, key.clone(), vec![("name", Attr::S("once".into()))]);
         let first = backend.update(once.clone()).await;
         let first = first.unwrap_or_else(|e| panic!("{route:?}: {e}"));
         assert_eq!(item::version(&first), Ok(1), "{route:?}");
@@ -632,11 +610,7 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
 
         let guarded = Update {
             expected_versions: Some(vec![1]),
-            ..update(
-                route,
-                key.clone(),
-                vec![("name", AttributeValue::S("guarded".into()))],
-            )
+            ..update(route, key.clone(), vec![("name", Attr::S("guarded".into()))])
         };
         let second = backend.update(guarded.clone()).await;
         let second = second.unwrap_or_else(|e| panic!("{route:?}: {e}"));
@@ -644,11 +618,7 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
         // Its own write is no precondition failure.
         assert_eq!(backend.update(guarded).await.as_ref(), Ok(&second), "{route:?}");
 
-        let other = update(
-            route,
-            key.clone(),
-            vec![("name", AttributeValue::S("once".into()))],
-        );
+        let other = update(route, key.clone(), vec![("name", Attr::S("once".into()))]);
         let third = backend.update(other).await.map(|item| item::version(&item));
         assert_eq!(third, Ok(Ok(3)), "{route:?}: a new update writes");
 
@@ -656,10 +626,10 @@ async fn a_retried_update_is_written_once<B: Backend>(backend: &B) {
         // update's own: the write goes ahead.
         let (project, id) = (new_id(), new_id());
         let mut odd = route.item(&project, &id);
-        odd.insert(WRITE_ID.into(), AttributeValue::N("7".into()));
+        odd.insert(WRITE_ID.into(), Attr::N("7".into()));
         backend.put(route.table(), odd).await;
         let odd_key = self::key(route, &project, &id);
-        let mut same_text = update(route, odd_key, vec![("name", AttributeValue::S("x".into()))]);
+        let mut same_text = update(route, odd_key, vec![("name", Attr::S("x".into()))]);
         same_text.write_id = "7".into();
         let written = backend.update(same_text).await.map(|item| item::version(&item));
         assert_eq!(written, Ok(Ok(1)), "{route:?}");
@@ -676,13 +646,13 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     let (project, id) = (new_id(), new_id());
     backend.put(route.table(), route.item(&project, &id)).await;
     let key = key(route, &project, &id);
-    let with = |unchanged: Vec<(&'static str, Expected)>, set: Vec<(&'static str, AttributeValue)>| Update {
+    let with = |unchanged: Vec<(&'static str, Expected)>, set: Vec<(&'static str, Attr)>| Update {
         unchanged,
         ..update(route, key.clone(), set)
     };
-    let blob = |byte: u8| AttributeValue::B(vec![byte; 40].into());
-    let sealed = |byte: u8| AttributeValue::M([("Authorization".to_string(), blob(byte))].into());
-    let name = |text: &str| ("name", AttributeValue::S(text.into()));
+    let blob = |byte: u8| Attr::B(vec![byte; 40]);
+    let sealed = |byte: u8| Attr::M([("Authorization".to_string(), blob(byte))].into());
+    let name = |text: &str| ("name", Attr::S(text.into()));
     // Nothing stored: expecting absence writes (and a key may be set with it).
     let first = backend
         .update(with(
@@ -717,7 +687,7 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     // A version that moved is a mismatch, with the stored tag.
     let moved = backend
         .update(with(
-            vec![("version", Expected::Is(AttributeValue::N("0".into())))],
+            vec![("version", Expected::Is(Attr::N("0".into())))],
             vec![name("c")],
         ))
         .await;
@@ -725,7 +695,7 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     // Absent or empty: an empty map passes, a sealed one does not.
     let (project, id) = (new_id(), new_id());
     let mut empty = route.item(&project, &id);
-    empty.insert("headers".into(), AttributeValue::M(Default::default()));
+    empty.insert("headers".into(), Attr::M(Default::default()));
     backend.put(route.table(), empty).await;
     let emptied = backend
         .update(Update {
@@ -751,7 +721,7 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
                 vec![
                     ("headers_key", Expected::Is(blob(7))),
                     ("headers", Expected::Is(sealed(1))),
-                    ("version", Expected::Is(AttributeValue::N("1".into()))),
+                    ("version", Expected::Is(Attr::N("1".into()))),
                 ],
                 vec![name("e")],
             )
@@ -763,23 +733,23 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     // The data key is no field: updated_fields names the fields only.
     assert_eq!(
         kept.get("updated_fields"),
-        Some(&AttributeValue::Ss(vec!["headers".into(), "name".into()]))
+        Some(&Attr::Ss(vec!["headers".into(), "name".into()]))
     );
     // A fractional version another writer stored is expected by value.
     let (project, id) = (new_id(), new_id());
     let mut item = route.item(&project, &id);
-    item.insert("version".into(), AttributeValue::N("1.5".into()));
+    item.insert("version".into(), Attr::N("1.5".into()));
     backend.put(route.table(), item).await;
     let key = self::key(route, &project, &id);
     let fraction = Update {
-        unchanged: vec![("version", Expected::Is(AttributeValue::N("1.5".into())))],
+        unchanged: vec![("version", Expected::Is(Attr::N("1.5".into())))],
         ..update(route, key.clone(), vec![name("f")])
     };
     let written = backend.update(fraction).await.unwrap();
     assert_eq!(item::version_tag(&written), Ok("2.5".into()));
     // Numbers compare by value, as DynamoDB compares them: 2.50 is 2.5.
     let respelled = Update {
-        unchanged: vec![("version", Expected::Is(AttributeValue::N("2.50".into())))],
+        unchanged: vec![("version", Expected::Is(Attr::N("2.50".into())))],
         ..update(route, key.clone(), vec![name("f2")])
     };
     let written = backend.update(respelled).await.unwrap();
@@ -787,17 +757,14 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
     // A NULL stored is expected as a NULL; sets whatever their order.
     let (project, id) = (new_id(), new_id());
     let mut item = route.item(&project, &id);
-    item.insert("headers".into(), AttributeValue::Null(true));
-    item.insert("tags".into(), AttributeValue::Ss(vec!["b".into(), "a".into()]));
+    item.insert("headers".into(), Attr::Null);
+    item.insert("tags".into(), Attr::Ss(vec!["b".into(), "a".into()]));
     backend.put(route.table(), item).await;
     let nulled = self::key(route, &project, &id);
     let expected = Update {
         unchanged: vec![
-            ("headers", Expected::Is(AttributeValue::Null(true))),
-            (
-                "tags",
-                Expected::Is(AttributeValue::Ss(vec!["a".into(), "b".into()])),
-            ),
+            ("headers", Expected::Is(Attr::Null)),
+            ("tags", Expected::Is(Attr::Ss(vec!["a".into(), "b".into()]))),
         ],
         ..update(route, nulled.clone(), vec![name("n")])
     };
@@ -811,7 +778,7 @@ async fn unchanged_attributes_guard_the_write<B: Backend>(backend: &B) {
         Err(StoreError::Changed(_))
     ));
     let stale = Update {
-        unchanged: vec![("version", Expected::Is(AttributeValue::N("1.5".into())))],
+        unchanged: vec![("version", Expected::Is(Attr::N("1.5".into())))],
         ..update(route, key, vec![name("g")])
     };
     assert_eq!(
@@ -850,21 +817,17 @@ async fn reads_and_removals<B: Backend>(backend: &B) {
         };
         let removal = Update {
             remove: vec![map],
-            ..update(
-                route,
-                key.clone(),
-                vec![("name", AttributeValue::S("kept".into()))],
-            )
+            ..update(route, key.clone(), vec![("name", Attr::S("kept".into()))])
         };
         let written = backend
             .update(removal)
             .await
             .unwrap_or_else(|e| panic!("{route:?}: {e}"));
         assert_eq!(written.get(map), None, "{route:?}");
-        assert_eq!(written.get("name"), Some(&AttributeValue::S("kept".into())));
+        assert_eq!(written.get("name"), Some(&Attr::S("kept".into())));
         assert_eq!(
             written.get("updated_fields"),
-            Some(&AttributeValue::Ss(
+            Some(&Attr::Ss(
                 vec![map.to_string(), "name".to_string()]
                     .into_iter()
                     .collect::<std::collections::BTreeSet<_>>()

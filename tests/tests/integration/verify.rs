@@ -342,7 +342,7 @@ async fn hostile_peers_are_refused_at_their_stage_within_the_budget() {
 
 #[tokio::test]
 async fn the_mcp_client_s_own_headers_are_refused_at_write_and_never_sent_from_a_stored_record() {
-    use aws_sdk_dynamodb::types::AttributeValue as A;
+    use agent_server_shared::item::Attr as A;
     let base = api().await;
     let peer = Peer::start(Behaviour::Paged).await;
     let key = record(&peer.url("/mcp")).await;

@@ -90,8 +90,10 @@ test: ## Every check and test, then the arm64 package (what CI runs); the packag
 check: format-check ## Formatting and lints
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 
-format-check: ## Formatting only
+format-check: ## Formatting, and the lock files of bench/ and fuzz/ (workspaces of their own, which no test build reads)
 	cargo fmt --all --check
+	cargo fetch --locked --target x86_64-unknown-linux-gnu --manifest-path bench/Cargo.toml
+	cargo fetch --locked --target x86_64-unknown-linux-gnu --manifest-path fuzz/Cargo.toml
 
 # The targets `make check` lints, in the modes they run in: libraries, tests
 # and test-enabled binaries as tests, then every binary and example.

@@ -16,32 +16,28 @@ _spec = importlib.util.spec_from_file_location(
 PIPES = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(PIPES)
 
-# Per table: its pipe and the event's detail type.
-CHANGE_PIPES = {"ApiKeysTable": ("ApiKeysChangePipe", "API key updated"),
-                "McpServersTable": ("McpServersChangePipe", "MCP server updated"),
-                "ModelsTable": ("ModelsChangePipe", "Model updated")}
 # The allow-list: each detail field comes from one attribute of the new image, of one type. Every
-# event has every field but project_id, which API keys lack; nothing else of the record may reach it.
+# event has every field but project_id, which only kinds keyed by project have; nothing else of the
+# record may reach it.
 EVENT_FIELDS = {field: f"$.dynamodb.NewImage.{field}.{kind}" for field, kind in [("id", "S"), ("project_id", "S"),
                 ("version", "N"), ("updated_at", "S"), ("updated_by", "S"), ("updated_fields", "SS"),
                 ("idempotency_key", "S")]}
-# A table's own fields beside those: an MCP server's event names the tools a verification moved in its
-# pin (string sets of percent-encoded names; docs/change-events.md).
-TABLE_FIELDS = {"McpServersTable": {field: f"$.dynamodb.NewImage.{field}.SS"
-                                    for field in ("tools_added", "tools_removed", "tools_changed")}}
+# A kind's own fields beside those, from the code (tools/kinds.py): string sets, such as the tools a
+# verification moved in an MCP server's pin (percent-encoded names; docs/change-events.md).
+KIND_SETS = sorted({name for kind in PIPES.KINDS.KINDS for name in kind["event_sets"]})
 # Unquoted in brackets, [<path>]: a set renders [[...]], an absent one []. Others are "<path>" ("" if absent).
-LIST_FIELDS = {"updated_fields", *TABLE_FIELDS["McpServersTable"]}
+LIST_FIELDS = {"updated_fields", *KIND_SETS}
 # Changes to a rendered detail that the schema must refuse, as no pipe renders them.
 REFUSED = {"a flat updated_fields": {"updated_fields": ["name"]}, "a number as version": {"version": 2},
            "a tool name with a quote": {"tools_added": [['a"b']]}}
 
 
-def check_input_template(table, pipe):
-    """A JSON object of exactly the table's allow-listed fields and placeholders, each field once."""
+def check_input_template(kind, pipe):
+    """A JSON object of exactly the kind's allow-listed fields and placeholders, each field once."""
     text = pipe.input_template
-    fields = {**EVENT_FIELDS, **TABLE_FIELDS.get(table, {})}
+    fields = {**EVENT_FIELDS, **{name: f"$.dynamodb.NewImage.{name}.SS" for name in kind["event_sets"]}}
     wanted = {field: [f"<{path}>"] if field in LIST_FIELDS else f"<{path}>"
-              for field, path in fields.items() if field != "project_id" or table != "ApiKeysTable"}
+              for field, path in fields.items() if field != "project_id" or kind["scoped_by_project"]}
     try:  # [<path>] reads as a list of one quoted placeholder; an unquoted one stays invalid JSON
         pairs = json.loads(re.sub(r"\[(<[^<>]*>)\]", r'["\1"]', text), object_pairs_hook=tuple)
     except (TypeError, ValueError) as error:
@@ -52,15 +48,14 @@ def check_input_template(table, pipe):
 
 
 def check_rendering(schema, pipes):
-    """The schema accepts what each pipe makes of a MODIFY with and without updated_by and updated_fields."""
+    """The schema accepts what each pipe (kind, pipe) makes of a MODIFY with and without updated_by and
+    updated_fields."""
     validator, problems = jsonschema.Draft202012Validator(schema), []
-    for pipe in pipes:
-        if pipe.table not in CHANGE_PIPES:
-            continue  # it reads no table's stream (the Guard rules say so)
+    for kind, pipe in pipes:
         for with_writer in (True, False):
             what = f"a record {'with' if with_writer else 'without'} updated_by and updated_fields"
             try:
-                event = pipe.event(PIPES.sample_record(pipe.table, with_writer))
+                event = pipe.event(PIPES.sample_record(pipe.table, kind, with_writer))
             except ValueError as error:
                 problems.append(f"{pipe.name} cannot render {what}: {error}")
                 continue
@@ -88,11 +83,11 @@ def check_event_schema(schema, pipes):
     wanted_and_found = {
         "$schema": ("https://json-schema.org/draft/2020-12/schema", schema.get("$schema")),
         "source": ({"const": "agent-server"}, properties.get("source")),
-        "detail-type enum": (sorted(t for _, t in CHANGE_PIPES.values()),
+        "detail-type enum": (sorted(pipe.detail_type for _, pipe in pipes),
                              sorted(properties.get("detail-type", {}).get("enum", []))),
         "detail": ({"$ref": "#/$defs/detail"}, properties.get("detail")),
         "detail's additionalProperties": (False, detail.get("additionalProperties")),
-        "detail's fields": (sorted([*EVENT_FIELDS, *TABLE_FIELDS["McpServersTable"]]),
+        "detail's fields": (sorted([*EVENT_FIELDS, *KIND_SETS]),
                             sorted(detail.get("properties", {}))),
         "detail's required": (sorted(set(EVENT_FIELDS) - {"project_id"}), sorted(detail.get("required", []))),
     }
@@ -102,13 +97,24 @@ def check_event_schema(schema, pipes):
 
 
 def check(template, schema):
-    """Every problem of the pipes' InputTemplates (`template`: long form) and of the schema."""
+    """Every problem of the pipes' InputTemplates (`template`: long form) and of the schema: each record
+    kind's table (tools/kinds.py) has one pipe, of a detail type of its own."""
     resources, problems = template.get("Resources", {}), []
-    pipes = {table: PIPES.Pipe(name, resources.get(name, {}).get("Properties", {}))
-             for table, (name, _) in CHANGE_PIPES.items()}
-    for table, pipe in pipes.items():
-        problems += check_input_template(table, pipe)
-    return problems + check_event_schema(schema, pipes.values())
+    tables = PIPES.KINDS.by_table(template)
+    problems += [f"no function of the template names the table of {kind['function']}"
+                 for kind in PIPES.KINDS.KINDS if kind not in tables.values()]
+    pipes = [PIPES.Pipe(name, resource.get("Properties", {})) for name, resource in resources.items()
+             if resource.get("Type") == "AWS::Pipes::Pipe"]
+    pipes = [(tables[pipe.table], pipe) for pipe in pipes if pipe.table in tables]  # else: the Guard rules'
+    for table, kind in tables.items():
+        if [pipe.table for _, pipe in pipes].count(table) != 1:
+            problems.append(f"{table} ({kind['function']}) must have one change-event pipe")
+    detail_types = [pipe.detail_type for _, pipe in pipes]
+    if any(not text or detail_types.count(text) > 1 for text in detail_types):
+        problems.append(f"each change-event pipe must have a detail type of its own: {detail_types}")
+    for kind, pipe in pipes:
+        problems += check_input_template(kind, pipe)
+    return problems + check_event_schema(schema, pipes)
 
 
 def main():

@@ -13,12 +13,13 @@ import itertools
 import json
 import logging
 import os
-import pathlib
 import re
 import sys
 
 from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
+
+import kinds
 
 # The transform counts metrics it never publishes offline, and says so on exit.
 logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
@@ -28,7 +29,7 @@ logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 # template says (a function's table, log group, kept outcomes and key through
 # its environment and logging; a pipe's stream, table key, bus and dead-letter
 # queue through its properties); which KMS calls a function makes, the code
-# says (tools/resources.json, written from the record kinds' declarations).
+# says (tools/kinds.py: tools/resources.json, written from the record kinds' declarations).
 TABLE = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"]
 # A keyed update's outcome: read with the record, kept in its transaction, each function's own only.
 KEPT_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:PutItem"]
@@ -37,7 +38,6 @@ SECRETS_VARIABLE = "SECRETS_KEY_ID"
 LOGS = ["logs:CreateLogStream", "logs:PutLogEvents"]
 STREAM = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-KINDS = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())["kinds"]
 
 
 def one_ref(value, resources):
@@ -49,8 +49,7 @@ def one_ref(value, resources):
 def function_needs(name, resource, resources, globals_env):
     """A function's grants: its kind's table, kept outcomes, log group and KMS calls, named by the template."""
     props = resource.get("Properties", {})
-    binary = resource.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
-    kind = next((k for k in KINDS if k["function"] == binary), None)
+    kind = kinds.kind_of_function(resource)
     if kind is None:
         return None
     env = {**globals_env, **props.get("Environment", {}).get("Variables", {})}
@@ -249,7 +248,7 @@ def grants(template):
     policy_types = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
     problems += [f"{name} attaches a policy from outside its role" for name, r in resources.items()
                  if r.get("Type") in policy_types]
-    declared = {kind["function"] for kind in KINDS}
+    declared = {kind["function"] for kind in kinds.KINDS}
     built = {r.get("Metadata", {}).get("BuildProperties", {}).get("Binary") for r in resources.values()
              if r.get("Type") in FUNCTION_TYPES}
     problems += [f"no function in the template builds {binary}, which the code declares" for binary in declared - built]

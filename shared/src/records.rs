@@ -286,6 +286,12 @@ impl Table {
         with_resource!(self, R => R::FUNCTION)
     }
 
+    /// The string sets its change event carries beside every event's
+    /// fields (docs/change-events.md).
+    pub const fn event_sets(self) -> &'static [&'static str] {
+        with_resource!(self, R => R::VERIFY.event_sets())
+    }
+
     /// Whether the record kind stored here seals a field.
     pub const fn seals(self) -> bool {
         with_resource!(self, R => R::SEALS)
@@ -364,7 +370,23 @@ pub enum Verify {
     Key(crate::keycheck::KeyCheck),
 }
 
+/// The attributes a verification that moved a server's tool pin sets, one
+/// per list of its changes (added, removed, changed) that is not empty, for
+/// the change event: the tools' names, percent-encoded as `updated_by` is (a
+/// pipe's input template pastes them into JSON unescaped). Every other write
+/// removes them.
+pub const PIN_CHANGES: [&str; 3] = ["tools_added", "tools_removed", "tools_changed"];
+
 impl Verify {
+    /// The string sets a change event of this kind carries beside the
+    /// fields every event has: the pin's changes where there is a pin.
+    pub const fn event_sets(&self) -> &'static [&'static str] {
+        match self {
+            Self::Mcp(_) => &PIN_CHANGES,
+            Self::Nothing | Self::Key(_) => &[],
+        }
+    }
+
     /// The values `verify` takes: `pinned` only where there are tools to pin.
     pub const fn modes(&self) -> &'static [VerifyMode] {
         match self {

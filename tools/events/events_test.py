@@ -24,8 +24,9 @@ API_KEY_ID = "3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01"
 PROJECT_ID = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"
 MCP_SERVER_ID = "5b6c7d8e-9f01-4a2b-8c3d-4e5f6a7b8c9d"
 MODEL_ID = "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"
-ROUTES = {"ApiKeysTable": "/api/agent-server/api-keys/", "McpServersTable": "/api/agent-server/mcp-servers/",
-          "ModelsTable": "/api/agent-server/models/"}
+# The kinds' tables in template.yaml, by their functions' names in the code (tools/kinds.py).
+TABLES = {kind["function"]: table for table, kind in pipes.kinds_by_table().items()}
+API_KEYS, MCP_SERVERS, MODELS = TABLES["update-api-key"], TABLES["update-mcp-server"], TABLES["update-model"]
 # What the test writes, fresh each run, and no event may carry.
 RUN = secrets.token_hex(8)
 SECRET_API_KEY = f"sk-events-test-{RUN}"
@@ -98,6 +99,11 @@ def check_event(pipe, record, expected, validator):
     return f"{event['detail-type']!r} {json.dumps(event['detail'])}"
 
 
+def route(table, record_id):
+    """The path that updates `record_id` in `table`: its kind's route (tools/kinds.py)."""
+    return pipes.kinds_by_table()[table]["route"].replace("{id}", record_id)
+
+
 def main():
     if not all(os.environ.get(name) for name in ("API_URL", "API_TOKEN", "API_JWT_SECRET", "DYNAMODB_URL")):
         sys.exit("events-test: needs API_URL, API_TOKEN, API_JWT_SECRET and DYNAMODB_URL (scripts/events-test.sh)")
@@ -149,7 +155,7 @@ def main():
 
     def emulation_does_not_escape():
         """Else the hostile-sub steps could pass on an emulation kinder than AWS."""
-        pipe, record = pipes_by_table["ModelsTable"], pipes.sample_record("ModelsTable")
+        pipe, record = pipes_by_table[MODELS], pipes.sample_record(MODELS, pipes.kinds_by_table()[MODELS])
         members = set(pipe.detail(record))
         for raw in ['", "admin": "yes', "a\\b"]:  # escaped, each would come back as it is
             record["dynamodb"]["NewImage"]["updated_by"] = {"S": raw}
@@ -163,7 +169,7 @@ def main():
     def request(table, record_id, body, status, project=None, token=None, holds=(), **options):
         """A 200 writes one MODIFY with the ETag's version, announced as expected (the record `holds`
         values, or the leak check proves nothing); any other status writes no record anywhere."""
-        answered, version, envelope = put(ROUTES[table] + record_id, body, project, token, **options)
+        answered, version, envelope = put(route(table, record_id), body, project, token, **options)
         if answered != status:
             raise AssertionError(f"status {answered}, expected {status}: {json.dumps(envelope)}")
         if status != 200:
@@ -185,12 +191,11 @@ def main():
                     "idempotency_key": published}
         if project:
             expected["project_id"] = project
-        if table == "McpServersTable":  # no verification moved a pin
-            expected.update(tools_added=[], tools_removed=[], tools_changed=[])
+        expected.update({name: [] for name in pipes.kinds_by_table()[table]["event_sets"]})  # nothing moved
         return f"version {version}; " + check_event(pipes_by_table[table], record, expected, validator)
 
     def replayed(key):
-        answered, _, envelope = put(ROUTES["ModelsTable"] + MODEL_ID, {"name": NAME}, PROJECT_ID, key=key)
+        answered, _, envelope = put(route(MODELS, MODEL_ID), {"name": NAME}, PROJECT_ID, key=key)
         if answered != 200:
             raise AssertionError(f"status {answered}: {json.dumps(envelope)}")
         records = written()
@@ -199,38 +204,38 @@ def main():
         return "200, no record"
 
     def changed_outside():
-        pipe, updated_at = pipes_by_table["McpServersTable"], pipes.utc_now()
+        pipe, updated_at = pipes_by_table[MCP_SERVERS], pipes.utc_now()
         dynamodb.update_item(
             TableName=pipe.table_name, Key={"project_id": {"S": PROJECT_ID}, "id": {"S": MCP_SERVER_ID}},
             UpdateExpression="SET version = version + :one, updated_at = :now REMOVE updated_by, updated_fields",
             ConditionExpression="attribute_exists(version)",
             ExpressionAttributeValues={":one": {"N": "1"}, ":now": {"S": updated_at}})
-        record = written("McpServersTable")
+        record = written(MCP_SERVERS)
         image = record["dynamodb"]["NewImage"]
         if "updated_by" in image or "updated_fields" in image:
             raise AssertionError("the item still has updated_by or updated_fields: the check would prove nothing")
         expected = {"id": MCP_SERVER_ID, "project_id": PROJECT_ID, "version": image["version"]["N"],
                     "updated_at": updated_at, "updated_by": "", "updated_fields": [], "idempotency_key": "",
-                    "tools_added": [], "tools_removed": [], "tools_changed": []}
+                    **{name: [] for name in pipes.kinds_by_table()[MCP_SERVERS]["event_sets"]}}
         return check_event(pipe, record, expected, validator)
 
     step("loading the samples (INSERTs) is not announced", loading_is_not_announced)
     step("pipes.py substitutes without escaping, as AWS does", emulation_does_not_escape)
-    step("200 on an API key (secret, name)", request, "ApiKeysTable", API_KEY_ID,
+    step("200 on an API key (secret, name)", request, API_KEYS, API_KEY_ID,
          {"api_key": SECRET_API_KEY, "name": NAME}, 200, holds=[NAME])
-    step("200 on an MCP server (secret header, endpoint)", request, "McpServersTable", MCP_SERVER_ID,
+    step("200 on an MCP server (secret header, endpoint)", request, MCP_SERVERS, MCP_SERVER_ID,
          {"headers": {"Authorization": HEADER_VALUE, HEADER_NAME: "1"}, "endpoint": ENDPOINT}, 200, PROJECT_ID,
          holds=[HEADER_NAME, ENDPOINT])
-    step("200 on a model (name, parameters)", request, "ModelsTable", MODEL_ID,
+    step("200 on a model (name, parameters)", request, MODELS, MODEL_ID,
          {"name": NAME, "parameters": {"temperature": 0.5, "note": PARAMETER}}, 200, PROJECT_ID,
          holds=[NAME, PARAMETER])
     step("200 on a model by PATCH (a parameter changed, one removed: updated_fields [parameters])", request,
-         "ModelsTable", MODEL_ID, {"parameters": {"temperature": 0.7, "note": None}}, 200, PROJECT_ID, method="PATCH")
+         MODELS, MODEL_ID, {"parameters": {"temperature": 0.7, "note": None}}, 200, PROJECT_ID, method="PATCH")
     for what, sub in HOSTILE_SUBJECTS.items():
         step(f"200 on a model by a caller whose sub holds {what} (valid JSON, allow-listed members only)", request,
-             "ModelsTable", MODEL_ID, {"name": NAME}, 200, PROJECT_ID, token=token_for(PROJECT_ID, sub))
+             MODELS, MODEL_ID, {"name": NAME}, 200, PROJECT_ID, token=token_for(PROJECT_ID, sub))
     for key in (f"retry-{RUN}", f'"retry-{RUN}-\\"quoted\\"%"'):
-        step(f"200 on a model with Idempotency-Key {key} (the event carries it)", request, "ModelsTable", MODEL_ID,
+        step(f"200 on a model with Idempotency-Key {key} (the event carries it)", request, MODELS, MODEL_ID,
              {"name": NAME}, 200, PROJECT_ID, key=key)
         step(f"its retry answers again and writes no record", replayed, key)
     step('an MCP server changed outside the API: updated_by "", updated_fields []', changed_outside)
@@ -239,7 +244,7 @@ def main():
             (400, "a bad provider_type", MODEL_ID, {"provider_type": "openai"}, {}),
             (403, "a token for another project", MODEL_ID, {"name": NAME}, {"token": token_for(str(uuid.uuid4()))}),
             (404, "no such model", str(uuid.uuid4()), {"name": NAME}, {})]:
-        step(f"{status} on a model ({why})", request, "ModelsTable", record_id, body, status, PROJECT_ID, **options)
+        step(f"{status} on a model ({why})", request, MODELS, record_id, body, status, PROJECT_ID, **options)
     print(f"events-test: {len(passed)} passed, {len(failed)} failed")
     return 1 if failed or not passed else 0
 

@@ -8,6 +8,8 @@ here needs (`<aws.pipes.*>`, wildcards, content filters) is an error rather than
 
 import base64
 import datetime
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -18,10 +20,10 @@ from samcli.yamlhelper import yaml_parse
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = os.path.join(ROOT, "template.yaml")
 SCHEMA = os.path.join(ROOT, "events.schema.json")
-# Each table: the environment variable naming it, and its local default.
-TABLES = {"ApiKeysTable": ("API_KEYS_TABLE", "agent-server-api-keys"),
-          "McpServersTable": ("MCP_SERVERS_TABLE", "agent-server-mcp-servers"),
-          "ModelsTable": ("MODELS_TABLE", "agent-server-models")}
+# tools/kinds.py, loaded by path: the record kinds and where the template puts each.
+_spec = importlib.util.spec_from_file_location("agent_server_kinds", os.path.join(ROOT, "tools", "kinds.py"))
+KINDS = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(KINDS)
 PLACEHOLDER = re.compile(r"<([^<>]*)>")
 JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-/]+|\[[0-9]+\])*")  # the syntax emulated: no wildcards
 MISSING = object()  # what a path the record lacks resolves to
@@ -34,7 +36,8 @@ class Pipe:
         self.name = name
         source = properties.get("Source")  # !GetAtt Table.StreamArn: the table whose records it gets
         self.table = source.get("Fn::GetAtt", [None])[0] if isinstance(source, dict) else None
-        self.table_name = os.environ.get(*TABLES[self.table]) if self.table in TABLES else None
+        kind = kinds_by_table().get(self.table)
+        self.table_name = os.environ.get(kind["table_variable"], kind["table_default"]) if kind else None
         filters = properties.get("SourceParameters", {}).get("FilterCriteria", {}).get("Filters", [])
         self.patterns = [json.loads(f["Pattern"]) for f in filters]
         target = properties.get("TargetParameters", {})
@@ -76,13 +79,19 @@ def load(path=TEMPLATE):
         return yaml_parse(file.read())
 
 
+@functools.cache
+def kinds_by_table():
+    """template.yaml's record kinds (tools/kinds.py), by their tables' logical ids."""
+    return KINDS.by_table(load())
+
+
 def load_pipes(template_path=TEMPLATE):
     """The template's pipes, by the logical id of the table each reads."""
     pipes = {}
     for name, resource in load(template_path).get("Resources", {}).items():
         if resource.get("Type") == "AWS::Pipes::Pipe":
             pipe = Pipe(name, resource.get("Properties", {}))
-            if pipe.table not in TABLES:
+            if pipe.table not in kinds_by_table():
                 raise ValueError(f"pipe {name} reads no table's stream")
             pipes[pipe.table] = pipe
     return pipes
@@ -140,18 +149,18 @@ def render(template, record):
     return "".join(out) + template[position:]
 
 
-def sample_record(table, with_writer=True):
-    """A MODIFY record of `table` as a pipe receives it, with or without updated_by, updated_fields and
-    idempotency_key."""
+def sample_record(table, kind, with_writer=True):
+    """A MODIFY record of `table`, which holds `kind` (tools/kinds.py), as a pipe receives it, with or
+    without updated_by, updated_fields, idempotency_key and the kind's own string sets (each but the
+    last: an absent one renders as an empty list)."""
     image = {"id": {"S": "7c8d9e0f-1a2b-4c3d-9e4f-5a6b7c8d9e0f"}, "version": {"N": "2"},
              "updated_at": {"S": "2026-01-02T03:04:05.678Z"}, "name": {"S": "a name"}}
-    if table != "ApiKeysTable":
+    if kind["scoped_by_project"]:
         image["project_id"] = {"S": "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d"}
     if with_writer:
         image.update(updated_by={"S": "arn:aws:iam::123456789012:user/someone"}, updated_fields={"SS": ["name"]},
                      idempotency_key={"S": "retry-1%22"})
-        if table == "McpServersTable":  # a verification that moved the pin
-            image.update(tools_added={"SS": ["search", "read%22file"]}, tools_changed={"SS": ["exec"]})
+        image.update({name: {"SS": ["search", "read%22file"]} for name in kind["event_sets"][:-1]})
     return {"eventID": "1", "eventName": "MODIFY", "dynamodb": {"Keys": {"id": image["id"]}, "NewImage": image},
             "eventSourceARN": f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/x"}
 

@@ -28,11 +28,7 @@ use crate::store::Store;
 /// as out of time before anything is dialed.
 const MIN_VERIFY: Duration = Duration::from_millis(1000);
 
-/// The attributes a verification that moved a server's tool pin sets, one
-/// per list of [`Changes`] that is not empty, for the change event: the
-/// tools' names, percent-encoded as `updated_by` is (a pipe's input
-/// template pastes them into JSON unescaped). Every other write removes them.
-pub const PIN_CHANGES: [&str; 3] = ["tools_added", "tools_removed", "tools_changed"];
+pub use crate::records::PIN_CHANGES;
 
 /// A verification that passed within this request: what it sent, and what
 /// it earned (for a try after a conflict that would send the same).

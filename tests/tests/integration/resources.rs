@@ -1,5 +1,5 @@
-//! `tools/resources.json`: what the template's checks (`tools/stack_properties.py`) read of the
-//! code, written from the record kinds' own declarations, so the checks restate nothing the code
+//! `tools/resources.json`: what the template's and the events' tools (through `tools/kinds.py`)
+//! read of the code, written from the record kinds' own declarations, so the checks restate nothing the code
 //! says. Stale, it fails here; `UPDATE_RESOURCES=1 cargo test -p integration-tests --test
 //! integration resources` writes it again.
 
@@ -7,14 +7,20 @@ use agent_server_shared::Table;
 use serde_json::{Value, json};
 
 /// Each record kind's function (its binary, as template.yaml's `BuildProperties.Binary` names it),
-/// the variable naming its table, and the KMS calls it makes on the secrets key.
+/// its route, the variable naming its table and the table's local name, whether `project_id` keys
+/// it, the string sets its change event carries beside every event's fields, and the KMS calls it
+/// makes on the secrets key.
 fn declared() -> Value {
     let kinds: Vec<Value> = Table::ALL
         .into_iter()
         .map(|table| {
             json!({
                 "function": table.function(),
+                "route": table.route(),
                 "table_variable": table.env_var(),
+                "table_default": table.default_name(),
+                "scoped_by_project": table.scoped_by_project(),
+                "event_sets": table.event_sets(),
                 "kms": table.kms_calls(),
             })
         })

@@ -1,0 +1,34 @@
+"""The record kinds as the code declares them (tools/resources.json, written from shared/src/records.rs
+by tests/tests/integration/resources.rs) and where a template puts each: the function whose binary is
+the kind's, and the table that function's variable names. What the template's and the events' tools
+read, so that none of them restates a kind, a table or a route."""
+
+import json
+import pathlib
+
+KINDS = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())["kinds"]
+
+
+def kind_of_function(resource):
+    """The kind whose function `resource` is (by its BuildProperties.Binary), else None."""
+    binary = resource.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+    return next((kind for kind in KINDS if kind["function"] == binary), None)
+
+
+def by_table(template):
+    """Each kind `template` (long form) deploys, by its table's logical id: the table its function's
+    variable refers to (a plain Ref). A kind without such a function is left out: callers that need
+    every kind compare the result with KINDS."""
+    resources = template.get("Resources", {})
+    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    found = {}
+    for resource in resources.values():
+        kind = kind_of_function(resource)
+        if kind is None:
+            continue
+        env = {**globals_env, **resource.get("Properties", {}).get("Environment", {}).get("Variables", {})}
+        ref = env.get(kind["table_variable"])
+        table = ref.get("Ref") if isinstance(ref, dict) else None
+        if resources.get(table, {}).get("Type") == "AWS::DynamoDB::Table":
+            found[table] = kind
+    return found

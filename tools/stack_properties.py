@@ -238,6 +238,17 @@ def own_keys(function):
     return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{binary}#*"]}}
 
 
+def own_context(kind):
+    """The condition that holds a function's use of the secrets key to the secrets of one record of its
+    kind: the context's field one of the kind's sealed fields, its keys exactly the code's (seal::context,
+    through tools/resources.json), each key but field present (ForAllValues alone passes an empty one)."""
+    context = kind.get("kms_context") or {"fields": [], "keys": []}
+    fields = context["fields"][0] if len(context["fields"]) == 1 else context["fields"]
+    return {"StringEquals": {"kms:EncryptionContext:field": fields},
+            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": context["keys"]},
+            "Null": {f"kms:EncryptionContext:{key}": "false" for key in context["keys"] if key != "field"}}
+
+
 def listed(value):
     return [value] if isinstance(value, str) else list(value or [])
 
@@ -281,6 +292,11 @@ def grants(template):
             kept = [resource for actions, resource in needs if actions is KEPT_ACTIONS]
             if kept and kept[0] in on and own_keys(resources[user]) != s.get("Condition"):
                 problems.append(f"{user}'s role reaches {kept[0]} beyond its own items")
+            kind = kinds.kind_of_function(resources[user])
+            uses_key = [a for a in listed(s.get("Action")) if a != "kms:DescribeKey" and kind and a in kind["kms"]]
+            if uses_key and own_context(kind) != s.get("Condition"):
+                problems.append(f"{user}'s role may call {uses_key[0]} outside the encryption context of one "
+                                f"record's secret: {json.dumps(s.get('Condition'))}, not {json.dumps(own_context(kind))}")
             for action in listed(s.get("Action")):
                 allowed = (action in XRAY and listed(s.get("Resource")) == ["*"]) or any(
                     action in actions and on == {resource} for actions, resource in needs)

@@ -4,12 +4,15 @@
 //! integration resources` writes it again.
 
 use agent_server_shared::Table;
+use agent_server_shared::seal;
+use agent_server_shared::store::Key;
 use serde_json::{Value, json};
 
 /// Each record kind's function (its binary, as template.yaml's `BuildProperties.Binary` names it),
 /// its route, the variable naming its table and the table's local name, whether `project_id` keys
-/// it, the string sets its change event carries beside every event's fields, and the KMS calls it
-/// makes on the secrets key.
+/// it, the string sets its change event carries beside every event's fields, the KMS calls it
+/// makes on the secrets key, and the encryption context they are bound to (the sealed fields'
+/// names, and the context's keys as `seal::context` builds them), or null.
 fn declared() -> Value {
     let kinds: Vec<Value> = Table::ALL
         .into_iter()
@@ -22,6 +25,7 @@ fn declared() -> Value {
                 "scoped_by_project": table.scoped_by_project(),
                 "event_sets": table.event_sets(),
                 "kms": table.kms_calls(),
+                "kms_context": kms_context(table),
             })
         })
         .collect();
@@ -29,6 +33,25 @@ fn declared() -> Value {
         "about": "Written from shared/src/records.rs by tests/tests/integration/resources.rs: edit the code, not this file.",
         "kinds": kinds,
     })
+}
+
+/// The fields `table`'s function seals and the keys of their encryption context, if any.
+fn kms_context(table: Table) -> Value {
+    let sealed: Vec<&str> = table
+        .fields()
+        .iter()
+        .filter(|field| field.is_sealed())
+        .map(|field| field.name)
+        .collect();
+    let Some(first) = sealed.first() else {
+        return Value::Null;
+    };
+    let key = Key {
+        project_id: table.scoped_by_project().then(String::new),
+        id: String::new(),
+    };
+    let keys: Vec<&str> = seal::context(first, &key).into_iter().map(|(name, _)| name).collect();
+    json!({ "fields": sealed, "keys": keys })
 }
 
 #[test]

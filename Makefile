@@ -54,7 +54,8 @@ GUARD_PACKAGE := tools/guard/node_modules/@cdklabs/cdk-validator-cfnguard
 GUARD := $(GUARD_PACKAGE)/bin/ubuntu/$(shell uname -m)/cfn-guard
 GUARD_STAMP := tools/guard/node_modules/.installed
 CONTROL_TOWER := $(GUARD_PACKAGE)/rules/control-tower/cfn-guard
-FUNCTIONS := update-api-key update-mcp-server update-model
+# The record kinds' functions, from the code's list (tools/kinds.py reads tools/resources.json).
+FUNCTIONS := $(shell python3 tools/kinds.py functions)
 # The SAM CLI must not try to send telemetry (or anything else) anywhere,
 # nor may an npm package's install script (Scarf, under swagger-ui).
 export SAM_CLI_TELEMETRY := 0
@@ -161,7 +162,7 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	@# Only the functions whose records seal carry the KMS client, and only the one whose records
 	@# can be verified the MCP client: each found by the text of its requests (KMS's JSON target,
 	@# MCP's notification).
-	@for check in 'TrentService:update-api-key update-mcp-server' 'notifications/initialized:update-mcp-server'; do \
+	@for check in 'TrentService:$(shell python3 tools/kinds.py functions sealing)' 'notifications/initialized:$(shell python3 tools/kinds.py functions mcp)'; do \
 	  marker="$${check%%:*}"; expected=" $${check#*:} "; \
 	  for f in $(FUNCTIONS); do \
 	    linked=no; grep -q "$$marker" target/lambda/$$f/bootstrap && linked=yes; \
@@ -213,7 +214,7 @@ lambda-test: $(TOOLS) dynamodb-local ## The API and change-event runs against lo
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
-	cargo build --locked --release -p update-model -p update-api-key -p update-mcp-server
+	cargo build --locked --release $(addprefix -p ,$(FUNCTIONS))
 	cargo build --locked --release --manifest-path bench/Cargo.toml
 	DYNAMODB_LOCAL_JAVA_OPTS= bench/target/release/bench $(BENCH_ARGS)
 	cargo bench --locked --manifest-path bench/Cargo.toml --bench cpu_path

@@ -10,7 +10,7 @@ mkdir -p corpus/body corpus/event "$root/target"
 
 declare -A seeds=(
   [body]="corpus-seed"
-  [event]="corpus-seed-event ../events/update-api-key ../events/update-mcp-server ../events/update-model"
+  [event]="corpus-seed-event $(python3 "$root/tools/kinds.py" functions | sed 's|[^ ]*|../events/&|g')"
 )
 declare -A extra=([body]="" [event]="-max_len=70000")
 

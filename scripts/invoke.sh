@@ -6,10 +6,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 fn="${FN:-}"
 event="${EVENT:-}"
-case "$fn" in
-  update-api-key | update-mcp-server | update-model) ;;
-  *) echo "usage: make invoke FN=update-api-key|update-mcp-server|update-model EVENT=events/<fn>/<file>.json" >&2; exit 2 ;;
-esac
+functions="$(python3 "$root/tools/kinds.py" functions)"
+[[ -n "$fn" && " $functions " == *" $fn "* ]] || {
+  echo "usage: make invoke FN=${functions// /|} EVENT=events/<fn>/<file>.json" >&2; exit 2; }
 [[ -f "$event" ]] || { echo "invoke: no event file '$event' (see events/$fn/)" >&2; exit 2; }
 # shellcheck source=scripts/rie.sh
 source "$root/scripts/rie.sh"

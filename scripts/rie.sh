@@ -16,15 +16,10 @@ rie_path() {
 rie_start() {
   local rie="$1" fn="$2" port="$3" log="$4" root table_env
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  case "$fn" in
-    update-api-key) table_env=API_KEYS_TABLE=agent-server-api-keys ;;
-    update-mcp-server) table_env=MCP_SERVERS_TABLE=agent-server-mcp-servers ;;
-    update-model) table_env=MODELS_TABLE=agent-server-models ;;
-    *) echo "no such function: $fn" >&2; return 2 ;;
-  esac
-  # As template.yaml: the model function has neither the secrets key nor KMS.
+  table_env="$(python3 "$root/tools/kinds.py" env "$fn")" || return 2
+  # As template.yaml: a function whose records seal nothing has neither the secrets key nor KMS.
   local no_kms=()
-  [[ "$fn" != update-model ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
+  [[ " $(python3 "$root/tools/kinds.py" functions sealing) " == *" $fn "* ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
   env "${no_kms[@]}" "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
     "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
     --runtime-api-address "127.0.0.1:$(free_port)" "$root/target/debug/$fn" >"$log" 2>&1 &
@@ -59,12 +54,12 @@ wait_open() {
   echo "nothing listens on port $1 after 60 s" >&2; return 1
 }
 
-# Starts the three functions under emulator $1 (logs in $2), appends their pids to `pids`,
+# Starts every kind's function under emulator $1 (logs in $2), appends their pids to `pids`,
 # sets `rie_flags` for local-api. Export the AWS environment first.
 rie_start_all() {
   local rie="$1" log_dir="$2" fn port
   rie_flags=()
-  for fn in update-api-key update-mcp-server update-model; do
+  for fn in $(python3 "$root/tools/kinds.py" functions); do
     [[ -x "$root/target/debug/$fn" ]] || { echo "build $fn first (make run, make test, or: cargo build --workspace --bins --examples)" >&2; return 1; }
     port="$(free_port)"
     pids+=("$(rie_start "$rie" "$fn" "$port" "$log_dir/$fn.log")")

@@ -5,6 +5,7 @@ read, so that none of them restates a kind, a table or a route."""
 
 import json
 import pathlib
+import sys
 
 KINDS = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())["kinds"]
 
@@ -32,3 +33,29 @@ def by_table(template):
         if resources.get(table, {}).get("Type") == "AWS::DynamoDB::Table":
             found[table] = kind
     return found
+
+
+def functions(which="all"):
+    """The kinds' functions: all, those that seal (`sealing`), or those whose verify dials a client
+    (`mcp`, `provider`)."""
+    return [kind["function"] for kind in KINDS if which == "all" or (which == "sealing" and kind["kms"])
+            or kind["verify_client"] == which]
+
+
+def main(argv):
+    """For the Makefile and scripts/ (python3, no dependency):
+    functions [all|sealing|mcp|provider]   the functions, space-separated
+    env FUNCTION                           its table's variable and local name (VAR=name)"""
+    if len(argv) >= 1 and argv[0] == "functions" and len(argv) <= 2:
+        print(" ".join(functions(*argv[1:])))
+        return 0
+    kind = next((kind for kind in KINDS if len(argv) == 2 and argv[0] == "env" and kind["function"] == argv[1]), None)
+    if kind is None:
+        print(f"kinds.py: usage: functions [all|sealing|mcp|provider] | env {'|'.join(functions())}", file=sys.stderr)
+        return 2
+    print(f"{kind['table_variable']}={kind['table_default']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -286,6 +286,11 @@ impl Table {
         with_resource!(self, R => R::FUNCTION)
     }
 
+    /// The client its function's `verify=true` dials, if any.
+    pub const fn verify_client(self) -> Option<&'static str> {
+        with_resource!(self, R => R::VERIFY.client())
+    }
+
     /// The string sets its change event carries beside every event's
     /// fields (docs/change-events.md).
     pub const fn event_sets(self) -> &'static [&'static str] {
@@ -384,6 +389,16 @@ impl Verify {
         match self {
             Self::Mcp(_) => &PIN_CHANGES,
             Self::Nothing | Self::Key(_) => &[],
+        }
+    }
+
+    /// The client `verify=true` dials (`mcp`, `provider`), if any: what the
+    /// function's binary links.
+    pub const fn client(&self) -> Option<&'static str> {
+        match self {
+            Self::Nothing => None,
+            Self::Mcp(_) => Some("mcp"),
+            Self::Key(_) => Some("provider"),
         }
     }
 

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 /// Each record kind's function (its binary, as template.yaml's `BuildProperties.Binary` names it),
 /// its route, the variable naming its table and the table's local name, whether `project_id` keys
-/// it, the string sets its change event carries beside every event's fields, the KMS calls it
+/// it, the string sets its change event carries beside every event's fields, the client its
+/// `verify=true` dials (`mcp`, `provider`) or null, the KMS calls it
 /// makes on the secrets key, and the encryption context they are bound to (the sealed fields'
 /// names, and the context's keys as `seal::context` builds them), or null.
 fn declared() -> Value {
@@ -24,6 +25,7 @@ fn declared() -> Value {
                 "table_default": table.default_name(),
                 "scoped_by_project": table.scoped_by_project(),
                 "event_sets": table.event_sets(),
+                "verify_client": table.verify_client(),
                 "kms": table.kms_calls(),
                 "kms_context": kms_context(table),
             })
@@ -50,7 +52,10 @@ fn kms_context(table: Table) -> Value {
         project_id: table.scoped_by_project().then(String::new),
         id: String::new(),
     };
-    let keys: Vec<&str> = seal::context(first, &key).into_iter().map(|(name, _)| name).collect();
+    let keys: Vec<&str> = seal::context(first, &key)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     json!({ "fields": sealed, "keys": keys })
 }
 

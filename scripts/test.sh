@@ -28,6 +28,15 @@ package=$!
 set +m
 trap 'kill -- -"$package" 2>/dev/null || true' EXIT
 
+# docs-test's browser, where the machine lacks it (as root, as on CI): Debian's chromium installs
+# beside the build, mostly waiting on the network and the disk, instead of alone before docs-test.
+browser=
+if ! command -v chromium >/dev/null && [[ "$(id -u)" == 0 ]]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+    </dev/null >"$root/target/chromium-install.log" 2>&1 &
+  browser=$!
+fi
+
 # From here on, workspace crates compile through clippy-driver (not the package build above).
 CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"
 [ -x "$CLIPPY_DRIVER" ] || { echo "make test: $CLIPPY_DRIVER not found (rustup component add clippy)" >&2; exit 1; }
@@ -37,6 +46,11 @@ step "${make[@]}" format-check
 step "${make[@]}" -j2 --output-sync=target tools dynamodb-local client-tools docs-tools guard-tool build
 
 for target in validate unit events-rie-test api-test events-test clients docs-test lambda-test; do
+  if [[ "$target" == docs-test && -n "$browser" ]] && ! wait "$browser"; then
+    cat "$root/target/chromium-install.log" >&2
+    echo "make test: installing chromium failed (output above)" >&2
+    exit 1
+  fi
   step "${make[@]}" "$target"
 done
 

@@ -442,6 +442,8 @@ impl Peer {
                         }
                         Behaviour::Plain => return,
                     };
+                    // One answer per connection, and said so (RFC 9112, 9.6).
+                    let reply = reply.replacen("\r\n", "\r\nconnection: close\r\n", 1);
                     let _ = stream.write_all(reply.as_bytes()).await;
                 });
             }

@@ -715,6 +715,11 @@ impl Peer {
                             return;
                         }
                     };
+                    // One answer per connection, and said so (RFC 9112, 9.6): else the
+                    // client may send its next request on a connection being closed.
+                    let at = reply.windows(2).position(|w| w == b"\r\n").unwrap_or(0);
+                    let mut reply = reply;
+                    reply.splice(at..at, b"\r\nconnection: close".iter().copied());
                     let _ = stream.write_all(&reply).await;
                 });
             }

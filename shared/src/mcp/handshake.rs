@@ -558,12 +558,15 @@ impl Session {
             Some(query) => format!("{}?{query}", self.dialed.url().path()),
             None => self.dialed.url().path().to_string(),
         };
-        let mut request = Request::builder()
-            .method(method)
-            .uri(target)
-            .body(Full::new(body))
-            .map_err(|_| Failure::Protocol("the request could not be built"))?;
-        *request.headers_mut() = headers;
+        let build = || {
+            let mut request = Request::builder()
+                .method(method.clone())
+                .uri(target.as_str())
+                .body(Full::new(body.clone()))
+                .map_err(|_| Failure::Protocol("the request could not be built"))?;
+            *request.headers_mut() = headers.clone();
+            Ok::<_, Failure>(request)
+        };
         let mut reused = self.sender.take();
         if let Some(sender) = &mut reused
             && sender.ready().await.is_err()
@@ -571,14 +574,23 @@ impl Session {
             reused = None;
         }
         let (sender, response) = match reused {
-            Some(mut sender) => match sender.try_send_request(request).await {
+            Some(mut sender) => match sender.try_send_request(build()?).await {
                 Ok(response) => (sender, response),
                 // The server closed the idle connection before it took the
-                // request: once more, on a new one.
+                // request, or as it took it, before an answer's head (the
+                // race of a keep-alive close, which a client cannot see
+                // coming): once more, on a new connection. A handshake's
+                // requests ask for a session and lists, so a second copy
+                // changes nothing a first one did.
                 Err(mut error) => match error.take_message() {
                     Some(request) => {
                         let mut sender = self.connect().await?;
                         let response = sender.send_request(request).await.map_err(failure)?;
+                        (sender, response)
+                    }
+                    None if error.error().is_incomplete_message() => {
+                        let mut sender = self.connect().await?;
+                        let response = sender.send_request(build()?).await.map_err(failure)?;
                         (sender, response)
                     }
                     None => return Err(failure(error.into_error())),
@@ -586,7 +598,7 @@ impl Session {
             },
             None => {
                 let mut sender = self.connect().await?;
-                let response = sender.send_request(request).await.map_err(failure)?;
+                let response = sender.send_request(build()?).await.map_err(failure)?;
                 (sender, response)
             }
         };

@@ -434,6 +434,15 @@ async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
     assert_eq!(verification["protocol_version"], "2025-06-18");
     // initialize, initialized, three pages, and the session's DELETE.
     assert_eq!(peer.requests(), 6);
+    // A server that closes a kept-alive connection as a request arrives on
+    // it, unanswered: each such request is sent once more, on a new one.
+    let peer = Peer::start(Behaviour::ClosesUnanswered).await;
+    let key = record(&peer.url("/mcp")).await;
+    let reply = patch(&base, &key, "&verify=true", json!({})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["data"]["verification"]["tools"], 6);
+    assert_eq!(peer.requests(), 6, "each request answered once");
+    assert_eq!(peer.connections(), 6, "each on a connection of its own, after one left unanswered");
     // A stream that ends before its answer is resumed after its last id.
     let peer = Peer::start(Behaviour::Resumed).await;
     let key = record(&peer.url("/mcp")).await;
@@ -542,6 +551,11 @@ enum Behaviour {
     /// An MCP server written here: a session it requires back, tools
     /// listed over three pages (6 in all), JSON answers.
     Paged,
+    /// As `Paged`, but keeping each connection open after its answer (no
+    /// `connection: close`), then reading the next request on it and
+    /// closing without an answer: the race of a keep-alive close, made
+    /// certain.
+    ClosesUnanswered,
     /// As `Paged`, but announcing a name no display field may hold.
     BadName,
     /// As `Paged`, but announcing the credential of the `Authorization`
@@ -702,6 +716,7 @@ impl Peer {
                         }
                         Behaviour::NotTls => return,
                         Behaviour::Paged
+                        | Behaviour::ClosesUnanswered
                         | Behaviour::BadName
                         | Behaviour::EchoCredential
                         | Behaviour::EchoUpperCase
@@ -715,6 +730,11 @@ impl Peer {
                             return;
                         }
                     };
+                    if behaviour == Behaviour::ClosesUnanswered {
+                        let _ = stream.write_all(&reply).await;
+                        let _ = integration_tests::read_request(&mut stream).await;
+                        return;
+                    }
                     // One answer per connection, and said so (RFC 9112, 9.6): else the
                     // client may send its next request on a connection being closed.
                     let at = reply.windows(2).position(|w| w == b"\r\n").unwrap_or(0);

@@ -19,7 +19,6 @@ use aws_sdk_dynamodb::types::{
 
 use super::{
     Clause, Expected, Kept, Store, StoreError, UPDATED_BY, UPDATED_FIELDS, Update, WRITE_ID, judge, kept,
-    written_by,
 };
 use crate::budget::{self, CallFailure, TIME_BUDGET};
 use crate::item::{self, Attr, Item, MAX_VERSION};
@@ -389,14 +388,10 @@ impl Store for DynamoStore {
             return match (code(0), code(1)) {
                 (Some("ConditionalCheckFailed"), _) => match reasons.first().and_then(|reason| reason.item())
                 {
-                    Some(old) => {
-                        let old = own(old.clone())?;
-                        if written_by(&old, &write_id) {
-                            Ok(())
-                        } else {
-                            Err(judge(&clauses, &old).err().unwrap_or(StoreError::Contended))
-                        }
-                    }
+                    Some(old) if sdk_written_by(old, &write_id) => Ok(()),
+                    Some(old) => Err(judge(&clauses, &own(old.clone())?)
+                        .err()
+                        .unwrap_or(StoreError::Contended)),
                     // Missing, or DynamoDB kept the item to itself: a read tells.
                     None => Err(StoreError::Contended),
                 },
@@ -499,9 +494,11 @@ impl Store for DynamoStore {
             request.send().await
         };
         match result {
-            Ok(output) => own(output
-                .attributes
-                .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into()))?),
+            Ok(output) => applied(
+                output
+                    .attributes
+                    .ok_or_else(|| StoreError::Internal("UpdateItem returned no attributes".into()))?,
+            ),
             Err(error) => classify(error, kind, &clauses, &write_id),
         }
     }
@@ -529,26 +526,45 @@ fn classify(
     if let SdkError::ServiceError(context) = &error
         && let UpdateItemError::ConditionalCheckFailedException(failure) = context.err()
     {
-        let old = failure.item.clone().map(own).transpose()?;
-        return match &old {
+        return match &failure.item {
             None => Err(StoreError::NotFound(table)),
-            Some(old) if written_by(old, write_id) => Ok(old.clone()),
+            Some(old) if sdk_written_by(old, write_id) => applied(old.clone()),
             // The rule lets it through only where the two statements of it
             // disagree: report the version, as a precondition would.
-            Some(old) => Err(judge(clauses, old)
-                .err()
-                .unwrap_or_else(|| match item::version_tag(old) {
-                    Ok(current) => StoreError::VersionMismatch { current },
-                    Err(error) => StoreError::Unreadable(error.to_string()),
-                })),
+            Some(old) => {
+                let old = own(old.clone())?;
+                Err(judge(clauses, &old)
+                    .err()
+                    .unwrap_or_else(|| match item::version_tag(&old) {
+                        Ok(current) => StoreError::VersionMismatch { current },
+                        Err(error) => StoreError::Unreadable(error.to_string()),
+                    }))
+            }
         };
     }
     Err(StoreError::from(budget::failure(&error, transient)))
 }
 
-/// An item as the SDK returned it, in the project's terms ([`item::Attr`]).
+/// An item as the SDK read it, in the project's terms ([`item::Attr`]),
+/// before anything was written.
 fn own(item: HashMap<String, AttributeValue>) -> Result<Item, StoreError> {
     item::from_sdk(item).map_err(|error| StoreError::Unreadable(error.to_string()))
+}
+
+/// The item an applied update left, in the project's terms: one the
+/// service cannot read is an error that says the write happened (not
+/// [`StoreError::Unreadable`], which promises nothing was written).
+fn applied(item: HashMap<String, AttributeValue>) -> Result<Item, StoreError> {
+    item::from_sdk(item).map_err(|error| {
+        StoreError::Internal(format!("the update was applied, but the item it left: {error}"))
+    })
+}
+
+/// Whether the item as the SDK read it holds this update's own write: its
+/// earlier attempt, applied (read before any conversion, so that an
+/// attribute of a type the service cannot read does not hide it).
+fn sdk_written_by(item: &HashMap<String, AttributeValue>, write_id: &str) -> bool {
+    matches!(item.get(WRITE_ID), Some(AttributeValue::S(id)) if id == write_id)
 }
 
 /// Whether DynamoDB's answer means "try again later" beyond what the status

@@ -108,9 +108,16 @@ pub async fn seal_table(
             page.map_err(|e| format!("cannot scan {name}: {}", e.code().unwrap_or("request failed")))?;
         for item in page.items.unwrap_or_default() {
             report.scanned += 1;
+            let key = ["project_id", "id"]
+                .iter()
+                .filter_map(|name| item.get(*name)?.as_s().ok().cloned())
+                .collect::<Vec<_>>()
+                .join("/");
             match item::from_sdk(item) {
                 Ok(item) => seal_item(client, table, name, sealer, item, dry_run, &mut report).await,
-                Err(_) => report.unexpected += 1,
+                // Not sealed, and said so with its key: an attribute of a type
+                // the service cannot read.
+                Err(error) => report.failed.push((key, error.to_string())),
             }
         }
     }

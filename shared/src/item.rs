@@ -543,10 +543,34 @@ mod tests {
         .into_iter()
         .map(|(name, attr)| (name.to_string(), attr))
         .collect();
-        let sdk = to_sdk(item.clone());
-        assert_eq!(sdk["null"], AttributeValue::Null(true));
-        assert_eq!(sdk["b"], AttributeValue::B(Blob::new(vec![0, 255])));
-        assert_eq!(from_sdk(sdk), Ok(item));
+        // Each type to its own SDK type, compared with values written
+        // without the conversion, so a mistake made both ways is seen.
+        let expected: HashMap<String, AttributeValue> = [
+            ("s", AttributeValue::S("text".into())),
+            ("n", AttributeValue::N("-1.50".into())),
+            ("b", AttributeValue::B(Blob::new(vec![0, 255]))),
+            ("ss", AttributeValue::Ss(vec!["a".into(), "b".into()])),
+            ("ns", AttributeValue::Ns(vec!["1".into(), "2e3".into()])),
+            (
+                "bs",
+                AttributeValue::Bs(vec![Blob::new(vec![1]), Blob::new(vec![])]),
+            ),
+            (
+                "l",
+                AttributeValue::L(vec![AttributeValue::Null(true), AttributeValue::Bool(false)]),
+            ),
+            (
+                "m",
+                AttributeValue::M([("nested".to_string(), AttributeValue::M(HashMap::new()))].into()),
+            ),
+            ("bool", AttributeValue::Bool(true)),
+            ("null", AttributeValue::Null(true)),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        assert_eq!(to_sdk(item.clone()), expected);
+        assert_eq!(from_sdk(expected), Ok(item));
     }
 
     #[test]

@@ -136,9 +136,9 @@ mod imports {
     }
 
     /// Storage types stay in storage: outside tests, DynamoDB's
-    /// `AttributeValue` is named by the DynamoDB store and the one module
-    /// that converts to and from it; merge, patch, verify and the records
-    /// hold `item::Attr`.
+    /// `AttributeValue` (and any other of the SDK's types and primitives) is
+    /// named by the DynamoDB store and the one module that converts to and
+    /// from it; merge, patch, verify and the records hold `item::Attr`.
     #[test]
     fn the_sdk_value_type_is_named_only_where_items_cross_to_dynamodb() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -153,7 +153,15 @@ mod imports {
                     .unwrap_or_default()
                     .split("#[cfg(test)]")
                     .next()
-                    .is_some_and(|code| code.contains("AttributeValue"))
+                    .is_some_and(|code| {
+                        [
+                            "AttributeValue",
+                            "aws_sdk_dynamodb::types",
+                            "aws_sdk_dynamodb::primitives",
+                        ]
+                        .iter()
+                        .any(|name| code.contains(name))
+                    })
                 {
                     let relative = path.strip_prefix(&src).map(|p| p.to_string_lossy().into_owned());
                     naming.insert(relative.unwrap_or_default());

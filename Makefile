@@ -56,6 +56,12 @@ GUARD_STAMP := tools/guard/node_modules/.installed
 CONTROL_TOWER := $(GUARD_PACKAGE)/rules/control-tower/cfn-guard
 # The record kinds' functions, from the code's list (tools/kinds.py reads tools/resources.json).
 FUNCTIONS := $(shell python3 tools/kinds.py functions)
+SEALING_FUNCTIONS := $(shell python3 tools/kinds.py functions sealing)
+MCP_FUNCTIONS := $(shell python3 tools/kinds.py functions mcp)
+# An empty list would make every loop over it pass having checked nothing.
+ifeq ($(strip $(FUNCTIONS)),)
+$(error tools/kinds.py lists no function: run make from the repository's root)
+endif
 # The SAM CLI must not try to send telemetry (or anything else) anywhere,
 # nor may an npm package's install script (Scarf, under swagger-ui).
 export SAM_CLI_TELEMETRY := 0
@@ -154,7 +160,7 @@ check-template: $(TOOLS) $(GUARD_STAMP) ## Every check of a template (TEMPLATE=p
 # with 2 jobs, 79 s with 3). Only raised, never lowered: with cores enough,
 # cargo's own default (which heeds a container's CPU quota) stands.
 PACKAGE_JOBS = $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); f=$(words $(FUNCTIONS)); [ "$$n" -ge "$$f" ] || echo --jobs $$f)
-package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
+package: $(TOOLS) ## Build the functions' arm64 Lambda bootstraps (cargo lambda, zig) and print their sizes
 	rustup target add aarch64-unknown-linux-gnu
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --locked --release --arm64 $(PACKAGE_JOBS) $(addprefix --bin ,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
@@ -162,7 +168,7 @@ package: $(TOOLS) ## Build the three arm64 Lambda bootstraps (cargo lambda, zig)
 	@# Only the functions whose records seal carry the KMS client, and only the one whose records
 	@# can be verified the MCP client: each found by the text of its requests (KMS's JSON target,
 	@# MCP's notification).
-	@for check in 'TrentService:$(shell python3 tools/kinds.py functions sealing)' 'notifications/initialized:$(shell python3 tools/kinds.py functions mcp)'; do \
+	@for check in 'TrentService:$(SEALING_FUNCTIONS)' 'notifications/initialized:$(MCP_FUNCTIONS)'; do \
 	  marker="$${check%%:*}"; expected=" $${check#*:} "; \
 	  for f in $(FUNCTIONS); do \
 	    linked=no; grep -q "$$marker" target/lambda/$$f/bootstrap && linked=yes; \

@@ -23,7 +23,8 @@ kms_start "$log_dir/kms-local.log"
 "$root/target/debug/local-api" --setup-only
 
 passed=0 failed=0
-for fn in $(python3 "$root/tools/kinds.py" functions); do
+functions="$(python3 "$root/tools/kinds.py" functions)"
+for fn in $functions; do
   port="$(free_port)"
   rie_pid="$(rie_start "$rie" "$fn" "$port" "$log_dir/$fn.log")"
   pids+=("$rie_pid")

@@ -19,7 +19,9 @@ rie_start() {
   table_env="$(python3 "$root/tools/kinds.py" env "$fn")" || return 2
   # As template.yaml: a function whose records seal nothing has neither the secrets key nor KMS.
   local no_kms=()
-  [[ " $(python3 "$root/tools/kinds.py" functions sealing) " == *" $fn "* ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
+  local sealing
+  sealing="$(python3 "$root/tools/kinds.py" functions sealing)" || return 2
+  [[ " $sealing " == *" $fn "* ]] || no_kms=(-u SECRETS_KEY_ID -u AWS_ENDPOINT_URL_KMS)
   env "${no_kms[@]}" "$table_env" AWS_LAMBDA_FUNCTION_NAME="$fn" AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128 \
     "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
     --runtime-api-address "127.0.0.1:$(free_port)" "$root/target/debug/$fn" >"$log" 2>&1 &
@@ -59,7 +61,11 @@ wait_open() {
 rie_start_all() {
   local rie="$1" log_dir="$2" fn port
   rie_flags=()
-  for fn in $(python3 "$root/tools/kinds.py" functions); do
+  local functions
+  # A failed substitution would not stop the loop: it would start nothing, and local-api would run
+  # the functions in process while claiming the emulator.
+  functions="$(python3 "$root/tools/kinds.py" functions)" && [[ -n "$functions" ]] || return 1
+  for fn in $functions; do
     [[ -x "$root/target/debug/$fn" ]] || { echo "build $fn first (make run, make test, or: cargo build --workspace --bins --examples)" >&2; return 1; }
     port="$(free_port)"
     pids+=("$(rie_start "$rie" "$fn" "$port" "$log_dir/$fn.log")")

@@ -36,6 +36,8 @@ if ! command -v chromium >/dev/null && [[ "$(id -u)" == 0 ]]; then
     </dev/null >"$root/target/chromium-install.log" 2>&1 &
   browser=$!
 fi
+# dpkg is never stopped halfway: a run that fails before docs-test waits for the install to end.
+trap '[[ -z "$browser" ]] || wait "$browser" 2>/dev/null; kill -- -"$package" 2>/dev/null || true' EXIT
 
 # From here on, workspace crates compile through clippy-driver (not the package build above).
 CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"

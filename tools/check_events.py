@@ -105,7 +105,9 @@ def check(template, schema):
                  for kind in PIPES.KINDS.KINDS if kind not in tables.values()]
     pipes = [PIPES.Pipe(name, resource.get("Properties", {})) for name, resource in resources.items()
              if resource.get("Type") == "AWS::Pipes::Pipe"]
-    pipes = [(tables[pipe.table], pipe) for pipe in pipes if pipe.table in tables]  # else: the Guard rules'
+    problems += [f"pipe {pipe.name} reads no record kind's table (its Source must name one, as !GetAtt or "
+                 f"!Sub does)" for pipe in pipes if pipe.table not in tables]
+    pipes = [(tables[pipe.table], pipe) for pipe in pipes if pipe.table in tables]
     for table, kind in tables.items():
         if [pipe.table for _, pipe in pipes].count(table) != 1:
             problems.append(f"{table} ({kind['function']}) must have one change-event pipe")

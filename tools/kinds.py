@@ -5,9 +5,29 @@ read, so that none of them restates a kind, a table or a route."""
 
 import json
 import pathlib
+import re
 import sys
 
 KINDS = json.loads((pathlib.Path(__file__).parent / "resources.json").read_text())["kinds"]
+
+
+def refs(value):
+    """Every logical id `value` refers to (Ref, GetAtt, ${X} or ${X.Attr} in Sub)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                yield inner
+            elif key == "Fn::GetAtt":
+                yield inner[0] if isinstance(inner, list) else str(inner).split(".")[0]
+            elif key == "Fn::Sub":
+                text = inner[0] if isinstance(inner, list) else inner
+                yield from (name.split(".")[0] for name in re.findall(r"\$\{([^}!]+)\}", str(text)))
+                yield from refs(inner[1] if isinstance(inner, list) and len(inner) > 1 else {})
+            else:
+                yield from refs(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from refs(inner)
 
 
 def kind_of_function(resource):
@@ -46,10 +66,14 @@ def main(argv):
     """For the Makefile and scripts/ (python3, no dependency):
     functions [all|sealing|mcp|provider]   the functions, space-separated
     env FUNCTION                           its table's variable and local name (VAR=name)"""
-    if len(argv) >= 1 and argv[0] == "functions" and len(argv) <= 2:
+    if len(argv) >= 1 and argv[0] == "functions" and len(argv) <= 2 and \
+            (len(argv) == 1 or argv[1] in ("all", "sealing", "mcp", "provider")):
         print(" ".join(functions(*argv[1:])))
         return 0
     kind = next((kind for kind in KINDS if len(argv) == 2 and argv[0] == "env" and kind["function"] == argv[1]), None)
+    if not KINDS:
+        print("kinds.py: tools/resources.json lists no kind", file=sys.stderr)
+        return 2
     if kind is None:
         print(f"kinds.py: usage: functions [all|sealing|mcp|provider] | env {'|'.join(functions())}", file=sys.stderr)
         return 2

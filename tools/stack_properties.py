@@ -20,6 +20,7 @@ from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
 
 import kinds
+from kinds import refs
 
 # The transform counts metrics it never publishes offline, and says so on exit.
 logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
@@ -93,25 +94,6 @@ API_TYPES = ("AWS::ApiGatewayV2::Api", "AWS::Serverless::HttpApi")
 # What may refer to a function besides its API and its permissions: it reads, never invokes.
 MONITORING = ("AWS::CloudWatch::", "AWS::Logs::", "AWS::IAM::Role")
 OPERATIONS = ("get", "put", "post", "delete", "patch", "head", "options", "trace", "x-amazon-apigateway-any-method")
-
-
-def refs(value):
-    """Every logical id `value` refers to (Ref, GetAtt, ${X} or ${X.Attr} in Sub)."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if key == "Ref" and isinstance(inner, str):
-                yield inner
-            elif key == "Fn::GetAtt":
-                yield inner[0] if isinstance(inner, list) else str(inner).split(".")[0]
-            elif key == "Fn::Sub":
-                text = inner[0] if isinstance(inner, list) else inner
-                yield from (name.split(".")[0] for name in re.findall(r"\$\{([^}!]+)\}", str(text)))
-                yield from refs(inner[1] if isinstance(inner, list) and len(inner) > 1 else {})
-            else:
-                yield from refs(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from refs(inner)
 
 
 def resolve(value, conditions):
@@ -249,6 +231,15 @@ def own_context(kind):
             "Null": {f"kms:EncryptionContext:{key}": "false" for key in context["keys"] if key != "field"}}
 
 
+def normal(condition):
+    """A condition as IAM reads it: lists as sets, booleans as their text."""
+    if isinstance(condition, dict):
+        return {key: normal(value) for key, value in condition.items()}
+    if isinstance(condition, list):
+        return sorted(json.dumps(normal(value), sort_keys=True) for value in condition)
+    return str(condition).lower() if isinstance(condition, bool) else condition
+
+
 def listed(value):
     return [value] if isinstance(value, str) else list(value or [])
 
@@ -293,8 +284,12 @@ def grants(template):
             if kept and kept[0] in on and own_keys(resources[user]) != s.get("Condition"):
                 problems.append(f"{user}'s role reaches {kept[0]} beyond its own items")
             kind = kinds.kind_of_function(resources[user])
-            uses_key = [a for a in listed(s.get("Action")) if a != "kms:DescribeKey" and kind and a in kind["kms"]]
-            if uses_key and own_context(kind) != s.get("Condition"):
+            actions = listed(s.get("Action"))
+            uses_key = [a for a in actions if a != "kms:DescribeKey" and kind and a in kind["kms"]]
+            if uses_key and "kms:DescribeKey" in actions:
+                problems.append(f"{user}'s role allows kms:DescribeKey under a record's encryption context, "
+                                f"which DescribeKey never has: a statement of its own")
+            if uses_key and normal(own_context(kind)) != normal(s.get("Condition")):
                 problems.append(f"{user}'s role may call {uses_key[0]} outside the encryption context of one "
                                 f"record's secret: {json.dumps(s.get('Condition'))}, not {json.dumps(own_context(kind))}")
             for action in listed(s.get("Action")):

@@ -34,8 +34,10 @@ class Pipe:
 
     def __init__(self, name, properties):
         self.name = name
-        source = properties.get("Source")  # !GetAtt Table.StreamArn: the table whose records it gets
-        self.table = source.get("Fn::GetAtt", [None])[0] if isinstance(source, dict) else None
+        # The table whose records it gets (!GetAtt Table.StreamArn, or the same through Fn::Sub); None
+        # unless its Source names exactly one resource.
+        named = set(KINDS.refs(properties.get("Source")))
+        self.table = named.pop() if len(named) == 1 else None
         kind = kinds_by_table().get(self.table)
         self.table_name = os.environ.get(kind["table_variable"], kind["table_default"]) if kind else None
         filters = properties.get("SourceParameters", {}).get("FilterCriteria", {}).get("Filters", [])

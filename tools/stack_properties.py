@@ -305,6 +305,8 @@ def grants(template):
     return sorted(set(problems))
 
 
+# Every field a record kind seals (tools/resources.json): the only fields an encryption context names.
+SEALED_FIELDS = {field for kind in kinds.KINDS for field in (kind.get("kms_context") or {}).get("fields", [])}
 # The calls that use a key's material: opening data, making data keys, sealing again under another key.
 KEY_USE = ("kms:Decrypt", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:GenerateDataKeyPair",
            "kms:GenerateDataKeyPairWithoutPlaintext", "kms:ReEncryptFrom", "kms:ReEncryptTo")
@@ -368,7 +370,8 @@ def narrowed(condition):
 
 def key_policies(template):
     """No key policy lets a principal beside the account's administration (and the template's own roles, each
-    named) decrypt, make data keys or re-encrypt with a key, but under a condition that narrows it."""
+    named) decrypt, make data keys or re-encrypt with a key, but under a condition that narrows it, and an
+    encryption context it names is one of a field a record kind seals."""
     problems = []
     resources = template.get("Resources", {})
     for name, r in resources.items():
@@ -393,6 +396,12 @@ def key_policies(template):
                     problems.append(f"key {name}: Statement[{number}] lets {'; '.join(who)} use it "
                                     f"({', '.join(map(str, actions))}) under no condition naming a service "
                                     "(kms:ViaService), principals (aws:PrincipalArn) or an encryption context")
+                # A context's field names a sealed field of a record kind (the code's list), nothing else.
+                fields = ((s.get("Condition") or {}).get("StringEquals") or {}).get("kms:EncryptionContext:field")
+                unsealed = [f for f in listed(fields) if f not in SEALED_FIELDS] if fields is not None else []
+                if actions and who and unsealed:
+                    problems.append(f"key {name}: Statement[{number}] lets {'; '.join(who)} open {unsealed}, "
+                                    f"which no record kind seals (sealed: {sorted(SEALED_FIELDS)})")
     return sorted(set(problems))
 
 

@@ -6,11 +6,10 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use agent_server_shared::item::{self, Item};
+use agent_server_shared::item::{self, Attr, Item};
 use agent_server_shared::seal::{MemorySealer, Sealer};
 use agent_server_shared::store::{Store, StoreError, Update};
 use agent_server_shared::{ApiKey, App, McpServer, Model, Request, Resource, Settings};
-use agent_server_shared::item::Attr;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -184,5 +183,38 @@ fn cpu_path(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, cpu_path);
+/// What the DynamoDB store adds to that path: an item crossing to the
+/// SDK's types and back (`item::to_sdk`, `item::from_sdk`), once for what a
+/// write sets and once for what it answers, here the model's whole stored
+/// item (small, and with the 16 KiB of parameters) both ways.
+fn crossing(c: &mut Criterion) {
+    let parameters: serde_json::Map<String, Value> = (0..300)
+        .map(|i| {
+            (
+                format!("p{i:03}"),
+                json!({"value": i, "weight": 0.5, "tags": ["a", "b"]}),
+            )
+        })
+        .collect();
+    for (size, extra) in [
+        ("small", json!({"temperature": 0.2, "max_tokens": 8192})),
+        ("16KiB", Value::Object(parameters)),
+    ] {
+        let item = stored(&[
+            ("name", json!("Claude Sonnet")),
+            ("model_id", json!("claude-sonnet-4-5")),
+            ("provider_type", json!("Anthropic")),
+            ("parameters", extra),
+        ]);
+        c.bench_function(&format!("crossing/model {size}"), |b| {
+            b.iter_batched(
+                || item.clone(),
+                |item| black_box(item::from_sdk(item::to_sdk(black_box(item)))),
+                BatchSize::SmallInput,
+            );
+        });
+    }
+}
+
+criterion_group!(benches, cpu_path, crossing);
 criterion_main!(benches);

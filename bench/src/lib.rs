@@ -2,8 +2,8 @@
 //! `UpdateItem` every implementation makes.
 
 use agent_server_shared::Table;
-use agent_server_shared::store::{Key, Update};
 use agent_server_shared::item::Attr;
+use agent_server_shared::store::{Key, Update};
 use local_api::samples;
 
 /// The sample API key the sealing subjects update.

@@ -442,7 +442,11 @@ async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["data"]["verification"]["tools"], 6);
     assert_eq!(peer.requests(), 6, "each request answered once");
-    assert_eq!(peer.connections(), 6, "each on a connection of its own, after one left unanswered");
+    assert_eq!(
+        peer.connections(),
+        6,
+        "each on a connection of its own, after one left unanswered"
+    );
     // A stream that ends before its answer is resumed after its last id.
     let peer = Peer::start(Behaviour::Resumed).await;
     let key = record(&peer.url("/mcp")).await;

@@ -579,16 +579,18 @@ impl Session {
                 // The server closed the idle connection before it took the
                 // request, or as it took it, before an answer's head (the
                 // race of a keep-alive close, which a client cannot see
-                // coming): once more, on a new connection. A handshake's
-                // requests ask for a session and lists, so a second copy
-                // changes nothing a first one did.
+                // coming): once more, and only once, on a new connection to
+                // the same checked address. Only a request after the first
+                // on a connection can be reused, so never `initialize`;
+                // the others (the notification, the lists, a resume, the
+                // session's DELETE) change nothing when sent twice.
                 Err(mut error) => match error.take_message() {
                     Some(request) => {
                         let mut sender = self.connect().await?;
                         let response = sender.send_request(request).await.map_err(failure)?;
                         (sender, response)
                     }
-                    None if error.error().is_incomplete_message() => {
+                    None if closed_under_it(error.error()) => {
                         let mut sender = self.connect().await?;
                         let response = sender.send_request(build()?).await.map_err(failure)?;
                         (sender, response)
@@ -628,6 +630,30 @@ impl Session {
         });
         Ok(sender)
     }
+}
+
+/// Whether a kept-alive connection was closed under a request before its
+/// answer: a clean close (plain HTTP), a TLS stream ended without its
+/// `close_notify`, or a reset (a server closing with the request unread).
+fn closed_under_it(error: &hyper::Error) -> bool {
+    use std::io::ErrorKind;
+    let mut source = std::error::Error::source(error);
+    let io_closed = std::iter::from_fn(|| {
+        let next = source?;
+        source = next.source();
+        Some(next)
+    })
+    .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+    .any(|io| {
+        matches!(
+            io.kind(),
+            ErrorKind::UnexpectedEof
+                | ErrorKind::ConnectionReset
+                | ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionAborted
+        )
+    });
+    error.is_incomplete_message() || io_closed
 }
 
 /// The stage of an exchange that failed: an answer that is not HTTP (or

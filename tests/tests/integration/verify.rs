@@ -435,18 +435,21 @@ async fn tools_are_counted_over_every_page_in_the_session_the_server_opened() {
     // initialize, initialized, three pages, and the session's DELETE.
     assert_eq!(peer.requests(), 6);
     // A server that closes a kept-alive connection as a request arrives on
-    // it, unanswered: each such request is sent once more, on a new one.
-    let peer = Peer::start(Behaviour::ClosesUnanswered).await;
-    let key = record(&peer.url("/mcp")).await;
-    let reply = patch(&base, &key, "&verify=true", json!({})).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.body["data"]["verification"]["tools"], 6);
-    assert_eq!(peer.requests(), 6, "each request answered once");
-    assert_eq!(
-        peer.connections(),
-        6,
-        "each on a connection of its own, after one left unanswered"
-    );
+    // it, unanswered (cleanly, or with a reset): each such request is sent
+    // once more, on a new one.
+    for behaviour in [Behaviour::ClosesUnanswered, Behaviour::ResetsUnanswered] {
+        let peer = Peer::start(behaviour).await;
+        let key = record(&peer.url("/mcp")).await;
+        let reply = patch(&base, &key, "&verify=true", json!({})).await;
+        assert_eq!(reply.status, 200, "{behaviour:?}: {}", reply.body);
+        assert_eq!(reply.body["data"]["verification"]["tools"], 6);
+        assert_eq!(peer.requests(), 6, "{behaviour:?}: each request answered once");
+        assert_eq!(
+            peer.unanswered(),
+            5,
+            "{behaviour:?}: every request after initialize first sent on a kept-alive connection"
+        );
+    }
     // A stream that ends before its answer is resumed after its last id.
     let peer = Peer::start(Behaviour::Resumed).await;
     let key = record(&peer.url("/mcp")).await;
@@ -560,6 +563,9 @@ enum Behaviour {
     /// closing without an answer: the race of a keep-alive close, made
     /// certain.
     ClosesUnanswered,
+    /// As `ClosesUnanswered`, but closing with the next request unread,
+    /// which the kernel answers with a reset.
+    ResetsUnanswered,
     /// As `Paged`, but announcing a name no display field may hold.
     BadName,
     /// As `Paged`, but announcing the credential of the `Authorization`
@@ -662,6 +668,8 @@ struct Peer {
     port: u16,
     connections: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
+    /// Requests read and left unanswered (`ClosesUnanswered`).
+    unanswered: Arc<AtomicUsize>,
     /// Every request's head, lower-cased, as it came.
     heads: Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -672,12 +680,14 @@ impl Peer {
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
+        let unanswered = Arc::new(AtomicUsize::new(0));
         let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (seen, asked, kept) = (connections.clone(), requests.clone(), heads.clone());
+        let left = unanswered.clone();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 seen.fetch_add(1, Ordering::SeqCst);
-                let (asked, kept) = (asked.clone(), kept.clone());
+                let (asked, kept, unanswered) = (asked.clone(), kept.clone(), left.clone());
                 tokio::spawn(async move {
                     if behaviour == Behaviour::NotTls {
                         let _ = stream
@@ -721,6 +731,7 @@ impl Peer {
                         Behaviour::NotTls => return,
                         Behaviour::Paged
                         | Behaviour::ClosesUnanswered
+                        | Behaviour::ResetsUnanswered
                         | Behaviour::BadName
                         | Behaviour::EchoCredential
                         | Behaviour::EchoUpperCase
@@ -736,7 +747,18 @@ impl Peer {
                     };
                     if behaviour == Behaviour::ClosesUnanswered {
                         let _ = stream.write_all(&reply).await;
-                        let _ = integration_tests::read_request(&mut stream).await;
+                        if integration_tests::read_request(&mut stream).await.is_some() {
+                            unanswered.fetch_add(1, Ordering::SeqCst);
+                        }
+                        return;
+                    }
+                    if behaviour == Behaviour::ResetsUnanswered {
+                        // Closed with the next request unread: the kernel answers with a reset.
+                        let _ = stream.write_all(&reply).await;
+                        let mut first = [0u8; 1];
+                        if stream.peek(&mut first).await.is_ok_and(|read| read > 0) {
+                            unanswered.fetch_add(1, Ordering::SeqCst);
+                        }
                         return;
                     }
                     // One answer per connection, and said so (RFC 9112, 9.6): else the
@@ -752,6 +774,7 @@ impl Peer {
             port,
             connections,
             requests,
+            unanswered,
             heads,
         }
     }
@@ -762,6 +785,10 @@ impl Peer {
 
     fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    fn unanswered(&self) -> usize {
+        self.unanswered.load(Ordering::SeqCst)
     }
 
     fn requests(&self) -> usize {

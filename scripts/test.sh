@@ -37,7 +37,8 @@ if ! command -v chromium >/dev/null && [[ "$(id -u)" == 0 ]]; then
   browser=$!
 fi
 # dpkg is never stopped halfway: a run that fails before docs-test waits for the install to end.
-trap '[[ -z "$browser" ]] || wait "$browser" 2>/dev/null; kill -- -"$package" 2>/dev/null || true' EXIT
+# (A trap's commands run under set -e too: neither may end it early or change the exit status.)
+trap '{ [[ -z "$browser" ]] || wait "$browser"; } 2>/dev/null || true; kill -- -"$package" 2>/dev/null || true' EXIT
 
 # From here on, workspace crates compile through clippy-driver (not the package build above).
 CLIPPY_DRIVER="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"

@@ -396,12 +396,18 @@ def key_policies(template):
                     problems.append(f"key {name}: Statement[{number}] lets {'; '.join(who)} use it "
                                     f"({', '.join(map(str, actions))}) under no condition naming a service "
                                     "(kms:ViaService), principals (aws:PrincipalArn) or an encryption context")
-                # A context's field names a sealed field of a record kind (the code's list), nothing else.
-                fields = ((s.get("Condition") or {}).get("StringEquals") or {}).get("kms:EncryptionContext:field")
-                unsealed = [f for f in listed(fields) if f not in SEALED_FIELDS] if fields is not None else []
+                # A context's field names a sealed field of a record kind (the code's list), nothing else,
+                # under any operator and in any case of the key (IAM reads condition keys so): only
+                # StringEquals names a field exactly.
+                named = [(operator, value) for operator, tests in (s.get("Condition") or {}).items()
+                         if isinstance(tests, dict) for key, value in tests.items()
+                         if key.lower() == "kms:encryptioncontext:field"]
+                unsealed = [f for operator, value in named for f in listed(value)
+                            if operator != "StringEquals" or f not in SEALED_FIELDS]
                 if actions and who and unsealed:
                     problems.append(f"key {name}: Statement[{number}] lets {'; '.join(who)} open {unsealed}, "
-                                    f"which no record kind seals (sealed: {sorted(SEALED_FIELDS)})")
+                                    f"not by StringEquals one of the fields a record kind seals "
+                                    f"({sorted(SEALED_FIELDS)})")
     return sorted(set(problems))
 
 

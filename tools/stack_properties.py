@@ -232,12 +232,13 @@ def own_context(kind):
 
 
 def normal(condition):
-    """A condition as IAM reads it: lists as sets, booleans as their text."""
+    """A condition as IAM reads it: a key's values as a set (one value or a list of one alike),
+    booleans as their text."""
     if isinstance(condition, dict):
         return {key: normal(value) for key, value in condition.items()}
-    if isinstance(condition, list):
-        return sorted(json.dumps(normal(value), sort_keys=True) for value in condition)
-    return str(condition).lower() if isinstance(condition, bool) else condition
+    values = condition if isinstance(condition, list) else [condition]
+    return sorted(json.dumps(str(value).lower() if isinstance(value, bool) else value, sort_keys=True)
+                  for value in values)
 
 
 def listed(value):

@@ -268,10 +268,7 @@ async fn main() {
     let options = <Options as clap::Parser>::parse();
     if options.cold == 0 || options.warm == 0 || options.raw == 0 {
         <Options as clap::CommandFactory>::command()
-            .error(
-                clap::error::ErrorKind::ValueValidation,
-                "--cold, --warm and --raw must be at least 1",
-            )
+            .error(clap::error::ErrorKind::ValueValidation, "--cold, --warm and --raw must be at least 1")
             .exit();
     }
     if let Some(url) = &options.bare_handshake {
@@ -310,38 +307,20 @@ async fn run(options: Options) -> Result<(), String> {
     let tls = tls::Endpoint::start(&credentials, dynamodb_port).await?;
     // KMS, as DynamoDB: moto's server behind a TLS endpoint of the same CA.
     let kms = KmsLocal::start(free_port()).await;
-    let kms_port = kms
-        .endpoint
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let kms_port = kms.endpoint.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
     let kms_tls = tls::Endpoint::start(&credentials, kms_port).await?;
     eprintln!("bench: local KMS on {} (TLS {})", kms.endpoint, kms_tls.url);
     // MCP's reference server, the peer of verify=true, behind a TLS
     // endpoint of the same CA: MCP servers are reached over https.
     let everything = integration_tests::mcp_everything().await;
-    let mcp_port = everything
-        .base
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let mcp_port = everything.base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
     let mcp_tls = tls::Endpoint::start(&credentials, mcp_port).await?;
     let mcp_url = format!("{}/mcp", mcp_tls.url);
-    eprintln!(
-        "bench: MCP reference server on {} (TLS {mcp_url})",
-        everything.base
-    );
+    eprintln!("bench: MCP reference server on {} (TLS {mcp_url})", everything.base);
     // llmock, the providers' mock, the peer of verify=true on an API key,
     // behind a TLS endpoint of the same CA: providers are reached over https.
     let providers = integration_tests::llmock().await;
-    let providers_port = providers
-        .base
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let providers_port = providers.base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
     let providers_tls = tls::Endpoint::start(&credentials, providers_port).await?;
     let openai_base = format!("{}/v1", providers_tls.url);
     eprintln!("bench: provider mock on {} (TLS {openai_base})", providers.base);
@@ -383,31 +362,15 @@ async fn run(options: Options) -> Result<(), String> {
         },
         Subject {
             keyed: Keying::Fresh,
-            ..rust(
-                "update-model, Idempotency-Key (Rust)",
-                release.join("update-model"),
-                true,
-            )
+            ..rust("update-model, Idempotency-Key (Rust)", release.join("update-model"), true)
         },
         Subject {
             keyed: Keying::Replayed,
-            ..rust(
-                "update-model, Idempotency-Key replayed (Rust)",
-                release.join("update-model"),
-                true,
-            )
+            ..rust("update-model, Idempotency-Key replayed (Rust)", release.join("update-model"), true)
         },
         rust("raw UpdateItem function (Rust)", floors.join("raw-update"), true),
-        api_key_subject(
-            "update-api-key, no api_key (Rust)",
-            release.join("update-api-key"),
-            plain_key,
-        ),
-        api_key_subject(
-            "update-api-key, seals api_key (Rust)",
-            release.join("update-api-key"),
-            sealing_key.clone(),
-        ),
+        api_key_subject("update-api-key, no api_key (Rust)", release.join("update-api-key"), plain_key),
+        api_key_subject("update-api-key, seals api_key (Rust)", release.join("update-api-key"), sealing_key.clone()),
         Subject {
             provider: true,
             ..api_key_subject(
@@ -433,11 +396,7 @@ async fn run(options: Options) -> Result<(), String> {
         mcp_subject(
             "update-mcp-server, rename, verify=true (Rust)",
             release.join("update-mcp-server"),
-            verified(&mcp_event(
-                &root,
-                MCP_VERIFY,
-                &serde_json::json!({"name": "Renamed"}),
-            )?)?,
+            verified(&mcp_event(&root, MCP_VERIFY, &serde_json::json!({"name": "Renamed"}))?)?,
         ),
         mcp_subject(
             "update-mcp-server, sets headers (Rust)",
@@ -614,8 +573,7 @@ async fn bare_handshakes_in_child(url: &str, bundle: &Path, count: usize) -> Res
         .output()
         .await
         .map_err(|e| format!("bare handshakes: {e}"))?;
-    let times: Vec<f64> =
-        serde_json::from_slice(&output.stdout).map_err(|e| format!("bare handshakes: {e}"))?;
+    let times: Vec<f64> = serde_json::from_slice(&output.stdout).map_err(|e| format!("bare handshakes: {e}"))?;
     Ok(Summary::of(&times))
 }
 
@@ -660,14 +618,9 @@ async fn mcp_records(dynamo: &aws_sdk_dynamodb::Client, kms: &KmsLocal, mcp_url:
             })),
         );
         if id == MCP_SEALED {
-            agent_server_shared::seal::seal_stored(
-                &kms.sealer(),
-                Table::McpServers,
-                Table::McpServers.fields(),
-                &mut item,
-            )
-            .await
-            .map_err(|e| format!("sealing the bench's MCP record: {e}"))?;
+            agent_server_shared::seal::seal_stored(&kms.sealer(), Table::McpServers, Table::McpServers.fields(), &mut item)
+                .await
+                .map_err(|e| format!("sealing the bench's MCP record: {e}"))?;
         }
         dynamo
             .put_item()
@@ -928,10 +881,7 @@ async fn measure(
         }
         let keyed = match subject.keyed {
             Keying::None => None,
-            Keying::Fresh => Some(with_key(
-                event,
-                &format!("bench-{round}-{invocation}-{}", uuid::Uuid::new_v4()),
-            )?),
+            Keying::Fresh => Some(with_key(event, &format!("bench-{round}-{invocation}-{}", uuid::Uuid::new_v4()))?),
             Keying::Replayed => Some(with_key(event, &format!("bench-{}-{round}", setup.key))?),
         };
         let outcome = api
@@ -1189,10 +1139,7 @@ fn targets(results: &[SetupResult]) -> String {
         "sealing cold request / same function's cold request without api_key",
         sealing.zip(plain_key).map(|(s, p)| {
             let ratio = cold(s) / cold(p);
-            (
-                ratio,
-                format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)),
-            )
+            (ratio, format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)))
         }),
         1.5,
         "≤ 1.5",
@@ -1204,11 +1151,7 @@ fn targets(results: &[SetupResult]) -> String {
             let added = warm(s) - warm(p);
             (
                 added / warm(e),
-                format!(
-                    "{:.2} ({added:.2} ms added against {:.2} ms)",
-                    added / warm(e),
-                    warm(e)
-                ),
+                format!("{:.2} ({added:.2} ms added against {:.2} ms)", added / warm(e), warm(e)),
             )
         }),
         1.0,
@@ -1218,40 +1161,26 @@ fn targets(results: &[SetupResult]) -> String {
     let sealed_mcp = primary.and_then(|m| find(m, "update-mcp-server, rename, headers sealed"));
     let headers_mcp = primary.and_then(|m| find(m, "update-mcp-server, sets headers"));
     let warm = |m: &Measured| Summary::of(&m.warm_ms).median;
-    for (what, subject) in [
-        ("rename of a sealed record", sealed_mcp),
-        ("PUT setting headers", headers_mcp),
-    ] {
+    for (what, subject) in [("rename of a sealed record", sealed_mcp), ("PUT setting headers", headers_mcp)] {
         row(
             &format!("MCP {what}: cold request / the same function's cold rename of an unsealed record"),
             subject.zip(plain_mcp).map(|(s, p)| {
                 let ratio = cold(s) / cold(p);
-                (
-                    ratio,
-                    format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)),
-                )
+                (ratio, format!("{ratio:.2} ({:.1} ms against {:.1} ms)", cold(s), cold(p)))
             }),
             1.5,
             "≤ 1.5",
         );
         row(
-            &format!(
-                "MCP {what}: warm − unsealed rename warm, over a bare warm KMS call + a bare warm UpdateItem"
-            ),
-            subject
-                .zip(plain_mcp)
-                .zip(encrypt.zip(raw))
-                .map(|((s, p), (e, r))| {
-                    let added = warm(s) - warm(p);
-                    let allowed = warm(e) + warm(r);
-                    (
-                        added / allowed,
-                        format!(
-                            "{:.2} ({added:.2} ms added against {allowed:.2} ms)",
-                            added / allowed
-                        ),
-                    )
-                }),
+            &format!("MCP {what}: warm − unsealed rename warm, over a bare warm KMS call + a bare warm UpdateItem"),
+            subject.zip(plain_mcp).zip(encrypt.zip(raw)).map(|((s, p), (e, r))| {
+                let added = warm(s) - warm(p);
+                let allowed = warm(e) + warm(r);
+                (
+                    added / allowed,
+                    format!("{:.2} ({added:.2} ms added against {allowed:.2} ms)", added / allowed),
+                )
+            }),
             1.0,
             "≤ 1",
         );
@@ -1301,9 +1230,7 @@ fn costs(results: &[SetupResult]) -> String {
                 .iter()
                 .any(|case| m.name.contains(case)) as u8;
             let per_million = |ms: f64| {
-                1e6 * (PRICE_REQUEST
-                    + PRICE_GB_SECOND * gb * ms / 1000.0
-                    + f64::from(kms_calls) * PRICE_KMS_REQUEST)
+                1e6 * (PRICE_REQUEST + PRICE_GB_SECOND * gb * ms / 1000.0 + f64::from(kms_calls) * PRICE_KMS_REQUEST)
             };
             let mixed = (1.0 - COLD_SHARE) * per_million(warm) + COLD_SHARE * per_million(cold);
             out.push_str(&format!(

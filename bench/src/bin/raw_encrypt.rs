@@ -12,19 +12,13 @@ use serde_json::Value;
 // On one thread, as the functions run (`agent_server_shared::lambda::main`).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .load()
-        .await;
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let key_id = Sealer::key_id(|name| std::env::var(name).ok())?;
     let sealer = KmsSealer::from_config(&config, key_id);
     let sealer = &sealer;
     lambda_runtime::run(service_fn(move |_: LambdaEvent<Value>| async move {
         let sealed = sealer
-            .seal(
-                &[("field", "api_key"), ("id", agent_server_bench::API_KEY_ID)],
-                agent_server_bench::SEALED_KEY.as_bytes(),
-                TIME_BUDGET,
-            )
+            .seal(&[("field", "api_key"), ("id", agent_server_bench::API_KEY_ID)], agent_server_bench::SEALED_KEY.as_bytes(), TIME_BUDGET)
             .await;
         let status = if sealed.is_ok() { 200 } else { 503 };
         Ok::<Value, Error>(serde_json::json!({ "statusCode": status }))

@@ -36,19 +36,23 @@ def kind_of_function(resource):
     return next((kind for kind in KINDS if kind["function"] == binary), None)
 
 
+def environment(template, function):
+    """The variables `function` (a resource of `template`) runs with: the template's globals, then its own."""
+    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    return {**globals_env, **function.get("Properties", {}).get("Environment", {}).get("Variables", {})}
+
+
 def by_table(template):
     """Each kind `template` (long form) deploys, by its table's logical id: the table its function's
     variable refers to (a plain Ref). A kind without such a function is left out: callers that need
     every kind compare the result with KINDS."""
     resources = template.get("Resources", {})
-    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     found = {}
     for resource in resources.values():
         kind = kind_of_function(resource)
         if kind is None:
             continue
-        env = {**globals_env, **resource.get("Properties", {}).get("Environment", {}).get("Variables", {})}
-        ref = env.get(kind["table_variable"])
+        ref = environment(template, resource).get(kind["table_variable"])
         table = ref.get("Ref") if isinstance(ref, dict) else None
         if resources.get(table, {}).get("Type") == "AWS::DynamoDB::Table":
             found[table] = kind
@@ -66,14 +70,14 @@ def main(argv):
     """For the Makefile and scripts/ (python3, no dependency):
     functions [all|sealing|mcp|provider]   the functions, space-separated
     env FUNCTION                           its table's variable and local name (VAR=name)"""
+    if not KINDS:
+        print("kinds.py: tools/resources.json lists no kind", file=sys.stderr)
+        return 2
     if len(argv) >= 1 and argv[0] == "functions" and len(argv) <= 2 and \
             (len(argv) == 1 or argv[1] in ("all", "sealing", "mcp", "provider")):
         print(" ".join(functions(*argv[1:])))
         return 0
     kind = next((kind for kind in KINDS if len(argv) == 2 and argv[0] == "env" and kind["function"] == argv[1]), None)
-    if not KINDS:
-        print("kinds.py: tools/resources.json lists no kind", file=sys.stderr)
-        return 2
     if kind is None:
         print(f"kinds.py: usage: functions [all|sealing|mcp|provider] | env {'|'.join(functions())}", file=sys.stderr)
         return 2

@@ -47,13 +47,13 @@ def one_ref(value, resources):
     return found.pop() if len(found) == 1 else None
 
 
-def function_needs(name, resource, resources, globals_env):
+def function_needs(resource, template):
     """A function's grants: its kind's table, kept outcomes, log group and KMS calls, named by the template."""
-    props = resource.get("Properties", {})
+    resources, props = template.get("Resources", {}), resource.get("Properties", {})
     kind = kinds.kind_of_function(resource)
     if kind is None:
         return None
-    env = {**globals_env, **props.get("Environment", {}).get("Variables", {})}
+    env = kinds.environment(template, resource)
     needs = [(TABLE, one_ref(env.get(kind["table_variable"]), resources)),
              (KEPT_ACTIONS, one_ref(env.get(KEPT_VARIABLE), resources)),
              (LOGS, one_ref(props.get("LoggingConfig", {}).get("LogGroup"), resources))]
@@ -76,11 +76,10 @@ def pipe_needs(resource, resources):
 def grants_of(template):
     """Each role user's grants: every function the code declares, every pipe."""
     resources = template.get("Resources", {})
-    globals_env = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     found = {}
     for name, resource in resources.items():
         if resource.get("Type") in FUNCTION_TYPES:
-            needs = function_needs(name, resource, resources, globals_env)
+            needs = function_needs(resource, template)
             if needs is not None:
                 found[name] = needs
         elif resource.get("Type") == "AWS::Pipes::Pipe":
@@ -225,8 +224,7 @@ def own_context(kind):
     kind: the context's field one of the kind's sealed fields, its keys exactly the code's (seal::context,
     through tools/resources.json), each key but field present (ForAllValues alone passes an empty one)."""
     context = kind.get("kms_context") or {"fields": [], "keys": []}
-    fields = context["fields"][0] if len(context["fields"]) == 1 else context["fields"]
-    return {"StringEquals": {"kms:EncryptionContext:field": fields},
+    return {"StringEquals": {"kms:EncryptionContext:field": context["fields"]},
             "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": context["keys"]},
             "Null": {f"kms:EncryptionContext:{key}": "false" for key in context["keys"] if key != "field"}}
 
@@ -271,7 +269,7 @@ def grants(template):
         trust = [s for s in role.get("AssumeRolePolicyDocument", {}).get("Statement", [])]
         if [listed(s.get("Principal", {}).get("Service")) for s in trust] != [[ASSUMED_BY[resources[user]["Type"]]]]:
             problems.append(f"{user}'s role may be assumed by others than {ASSUMED_BY[resources[user]['Type']]}")
-        statements = []
+        statements, kind = [], kinds.kind_of_function(resources[user])
         for policy in role.get("Policies", []) or []:
             for variant in variants(policy):
                 statements += (variant.get("PolicyDocument", {}) if isinstance(variant, dict) else {}).get("Statement", [])
@@ -284,16 +282,15 @@ def grants(template):
             kept = [resource for actions, resource in needs if actions is KEPT_ACTIONS]
             if kept and kept[0] in on and own_keys(resources[user]) != s.get("Condition"):
                 problems.append(f"{user}'s role reaches {kept[0]} beyond its own items")
-            kind = kinds.kind_of_function(resources[user])
-            actions = listed(s.get("Action"))
-            uses_key = [a for a in actions if a != "kms:DescribeKey" and kind and a in kind["kms"]]
-            if uses_key and "kms:DescribeKey" in actions:
+            called = listed(s.get("Action"))
+            uses_key = [a for a in called if a != "kms:DescribeKey" and kind and a in kind["kms"]]
+            if uses_key and "kms:DescribeKey" in called:
                 problems.append(f"{user}'s role allows kms:DescribeKey under a record's encryption context, "
                                 f"which DescribeKey never has: a statement of its own")
             if uses_key and normal(own_context(kind)) != normal(s.get("Condition")):
                 problems.append(f"{user}'s role may call {uses_key[0]} outside the encryption context of one "
                                 f"record's secret: {json.dumps(s.get('Condition'))}, not {json.dumps(own_context(kind))}")
-            for action in listed(s.get("Action")):
+            for action in called:
                 allowed = (action in XRAY and listed(s.get("Resource")) == ["*"]) or any(
                     action in actions and on == {resource} for actions, resource in needs)
                 if not allowed:

@@ -393,14 +393,15 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
     fn update(&self, set: Patch, mut remove: Vec<&'static str>) -> Result<Update, ApiError> {
         // A write without a key leaves no earlier write's key on the record
         // (its change event would carry it); a keyed write sets it instead.
-        // Likewise the tools an earlier verification moved.
+        // Likewise the kind's own event sets (the tools an earlier
+        // verification moved), unless this write sets them.
         remove.push(IDEMPOTENCY_KEY);
-        if R::VERIFY_MODES.contains(&VerifyMode::Pinned) {
-            let unset = verify::PIN_CHANGES
-                .into_iter()
-                .filter(|attribute| !set.iter().any(|(name, _)| name == attribute));
-            remove.extend(unset);
-        }
+        let unset = R::TABLE
+            .event_sets()
+            .iter()
+            .copied()
+            .filter(|attribute| !set.iter().any(|(name, _)| name == attribute));
+        remove.extend(unset);
         // A verification vouches for the values it saw: a write that sets
         // one of them without verifying removes it.
         if let Some((verification, of)) = records::verification(R::FIELDS) {

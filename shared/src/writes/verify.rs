@@ -7,18 +7,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::item::Attr;
 use url::Url;
 
 use super::{Pipeline, add_time, timestamp};
 use crate::budget::TIME_BUDGET;
 use crate::error::ApiError;
-use crate::item::{Attribute, Item};
+use crate::item::{Attr, Attribute, Item};
 use crate::keycheck::{KeyCheck, KeyFailure, Probe};
 use crate::mcp::{Changes, DialPolicy, Failure, HANDSHAKE_BUDGET, Handshake, Verified};
 use crate::patch::{Patch, Written};
 use crate::provider::ProviderType;
-use crate::records::{self, Resource, Verify, VerifyMode};
+use crate::records::{self, PIN_CHANGES, Resource, Verify, VerifyMode};
 use crate::rules::Rule;
 use crate::seal::values_field;
 use crate::secret::Secret;
@@ -27,8 +26,6 @@ use crate::store::Store;
 /// The least a verification is given: less, and the request is answered
 /// as out of time before anything is dialed.
 const MIN_VERIFY: Duration = Duration::from_millis(1000);
-
-pub use crate::records::PIN_CHANGES;
 
 /// A verification that passed within this request: what it sent, and what
 /// it earned (for a try after a conflict that would send the same).

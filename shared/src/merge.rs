@@ -8,8 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
-use crate::item::Attr;
-use crate::item::{self, Item};
+use crate::item::{self, Attr, Item};
 use crate::patch::{self, Patch, Written};
 use crate::records::Resource;
 use crate::rules::headers::{MAX_HEADERS, reading, same_header};

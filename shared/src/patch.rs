@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::item::Attr;
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, FieldError, FieldErrors};
-use crate::item::{self, Attributes};
+use crate::item::{self, Attr, Attributes};
 use crate::records::{Resource, Sealing};
 use crate::rules::Policy;
 use crate::secret::Secret;

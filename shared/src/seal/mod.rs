@@ -14,8 +14,6 @@ pub mod values;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use crate::item::Attr;
-
 pub use kms::KmsSealer;
 #[cfg(feature = "memory-store")]
 pub use memory::MemorySealer;
@@ -23,7 +21,7 @@ pub use session::{Session, Unopened, values_field};
 
 use crate::budget::Budget;
 use crate::config::ConfigError;
-use crate::item::Item;
+use crate::item::{Attr, Item};
 use crate::patch::{Patch, Written, into_attributes};
 use crate::records::{Field, Sealing};
 use crate::secret::Secret;

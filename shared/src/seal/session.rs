@@ -5,14 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::item::Attr;
-
 use super::{
     DataKey, OpenError, SealError, Sealer, ValuesWrite, check_stored, context, open_item, seal_text_values,
     seal_values, values_write,
 };
 use crate::budget::Budget;
-use crate::item::Item;
+use crate::item::{Attr, Item};
 use crate::patch::{Patch, Written};
 use crate::records::{Field, Sealing};
 use crate::secret::Secret;

@@ -2,10 +2,8 @@
 //! the item an update leaves, computed as DynamoDB writes it: what a
 //! transaction, which returns no item, answers with.
 
-use crate::item::Attr;
-
 use super::{StoreError, UPDATED_BY, UPDATED_FIELDS, Update, VERSION, WRITE_ID};
-use crate::item::Item;
+use crate::item::{Attr, Item};
 
 /// An outcome kept under an idempotency key: written in one transaction
 /// with the update it is the outcome of, read in one call with the record.

@@ -14,15 +14,13 @@ use std::env;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::item::Attr;
-
 pub use crate::budget::{MAX_ATTEMPTS, TIME_BUDGET};
 pub use dynamo::DynamoStore;
 pub use kept::{Kept, applied};
 #[cfg(feature = "memory-store")]
 pub use memory::MemoryStore;
 
-use crate::item::{self, Attributes, Item, Kind};
+use crate::item::{self, Attr, Attributes, Item, Kind};
 use crate::records::Field;
 pub use crate::records::Table;
 

@@ -5,11 +5,9 @@
 
 use std::time::Instant;
 
-use crate::item::Attr;
-
 use super::{Pipeline, Tried, add_time};
 use crate::error::ApiError;
-use crate::item::Item;
+use crate::item::{Attr, Item};
 use crate::records::{Access, Resource};
 use crate::request::idempotency::KEPT_SECONDS;
 use crate::store::{Kept, Store, StoreError, Update, applied};

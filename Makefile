@@ -56,8 +56,9 @@ GUARD_STAMP := tools/guard/node_modules/.installed
 CONTROL_TOWER := $(GUARD_PACKAGE)/rules/control-tower/cfn-guard
 # The record kinds' functions, from the code's list (tools/kinds.py reads tools/resources.json).
 FUNCTIONS := $(shell python3 tools/kinds.py functions)
-SEALING_FUNCTIONS := $(shell python3 tools/kinds.py functions sealing)
-MCP_FUNCTIONS := $(shell python3 tools/kinds.py functions mcp)
+# Read only where used (make package's checks), not at every make's start.
+SEALING_FUNCTIONS = $(shell python3 tools/kinds.py functions sealing)
+MCP_FUNCTIONS = $(shell python3 tools/kinds.py functions mcp)
 # An empty list would make every loop over it pass having checked nothing.
 ifeq ($(strip $(FUNCTIONS)),)
 $(error tools/kinds.py lists no function: run make from the repository's root)

@@ -86,6 +86,17 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Where a process a test starts writes its output: `target/test-logs/name`, kept after the run
+/// for reading and removed with `target/` (not left in the system's temporary directory).
+///
+/// # Panics
+/// If the directory cannot be created.
+pub fn test_log(name: &str) -> PathBuf {
+    let dir = repo_root().join("target").join("test-logs");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir.join(name)
+}
+
 /// A running DynamoDB Local with the three tables created.
 pub struct DynamoLocal {
     /// `http://127.0.0.1:PORT`.
@@ -153,10 +164,7 @@ type Lifeline = Mutex<(Child, ChildStdin)>;
 /// If it cannot be started, with its output: never a silent skip.
 fn start_emulator(script: &str, name: &str, port: u16) -> (String, Lifeline) {
     let script = repo_root().join(script);
-    let log_path = std::env::temp_dir().join(format!(
-        "agent-server-{}-{port}.log",
-        name.to_lowercase().replace(' ', "-")
-    ));
+    let log_path = test_log(&format!("{}-{port}.log", name.to_lowercase().replace(' ', "-")));
     let log = std::fs::File::create(&log_path)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
     let log_err = log.try_clone().expect("cannot clone log handle");

@@ -187,7 +187,7 @@ impl Drop for Running {
 /// Starts `binary` as Lambda would, against `runtime_api` and the DynamoDB
 /// `endpoint`, with nothing else from this process's environment.
 fn start(binary: &Path, runtime_api: SocketAddr, endpoint: &str) -> Running {
-    let logs = std::env::temp_dir().join(format!("agent-server-{FUNCTION}-{}", runtime_api.port()));
+    let logs = integration_tests::test_log(&format!("{FUNCTION}-{}", runtime_api.port()));
     let (stdout, stderr) = (logs.with_extension("stdout"), logs.with_extension("stderr"));
     let child = Command::new(binary)
         .env_clear()

@@ -57,17 +57,16 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
         field: RefCell::new(None),
     };
     let refuse = |error: serde_json::Error| {
-        let (line, column) = (error.line(), error.column());
+        // The line, never the column: a column inside or after a secret's
+        // string would measure it, and no secret holds a line break.
+        let line = error.line();
         // Valid JSON that no update looks like: the field it is in is refused.
         let field = |code, message: String| match reading.field.take() {
             Some(field) => ApiError::Validation(vec![FieldError::new(&field, code, message)]),
             None => invalid("not_object", "the body must be a JSON object".into()),
         };
         match reading.problem.get() {
-            Some(Problem::RepeatedKey) => invalid(
-                "syntax",
-                format!("repeated object key at line {line} column {column}"),
-            ),
+            Some(Problem::RepeatedKey) => invalid("syntax", format!("repeated object key at line {line}")),
             Some(Problem::TooManyValues) => field(
                 "too_many_values",
                 format!(
@@ -78,7 +77,7 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
                 "too_deep",
                 format!("a body nests at most {MAX_BODY_DEPTH} levels deep, deeper than any valid update"),
             ),
-            None => invalid("syntax", format!("not valid JSON at line {line} column {column}")),
+            None => invalid("syntax", format!("not valid JSON at line {line}")),
         }
     };
     let mut deserializer = serde_json::Deserializer::from_str(text);
@@ -358,6 +357,36 @@ mod tests {
         assert_eq!(code(b"null"), "not_object");
         assert_eq!(code(b"\"x\""), "not_object");
         assert_eq!(code(b"{\"name\": \"\xff\"}"), "invalid_utf8");
+    }
+
+    #[test]
+    fn a_syntax_error_does_not_measure_the_value_before_it() {
+        // The same mistake after secrets of two lengths, as a repeat, a raw
+        // control character inside the value, or a missing comma after it:
+        // one message each, naming the line.
+        let message = |body: String| match parse_object(body.as_bytes()) {
+            Err(ApiError::InvalidJson(field)) => field.message,
+            other => panic!("expected invalid_json, got {other:?}"),
+        };
+        for secret in ["sk-short", "sk-a-much-longer-secret-value-0123456789"] {
+            for (body, expected) in [
+                (
+                    format!(r#"{{"api_key": "{secret}", "api_key": "x"}}"#),
+                    "repeated object key at line 1",
+                ),
+                (
+                    format!("{{\"api_key\": \"{secret}\u{1}\"}}"),
+                    "not valid JSON at line 1",
+                ),
+                (
+                    format!(r#"{{"headers": {{"A": "{secret}" "B": "c"}}}}"#),
+                    "not valid JSON at line 1",
+                ),
+            ] {
+                assert_eq!(message(body), expected);
+            }
+        }
+        assert_eq!(message("{\n\"a\": 1,\n}".into()), "not valid JSON at line 3");
     }
 
     #[test]

@@ -252,7 +252,9 @@ pub const WRITE_ID: &str = "write_id";
 
 /// Whether `item` was last written by the update with `write_id`: an
 /// earlier attempt of it was applied, and `item` is what it wrote. Both
-/// stores answer such an attempt from the item instead of writing again.
+/// stores answer such an attempt from the item instead of writing again
+/// (DynamoDB's on the raw item, before any conversion: `sdk_written_by`).
+#[cfg(feature = "memory-store")]
 fn written_by(item: &Item, write_id: &str) -> bool {
     matches!(item.get(WRITE_ID), Some(Attr::S(id)) if id == write_id)
 }

@@ -98,12 +98,17 @@ pub fn classify_v6(address: Ipv6Addr) -> HostClass {
     most_specific(&SPECIAL_V6, address.to_bits(), 128).max(embedded)
 }
 
-/// The class of the most specific row holding `bits` (an address of `width` bits).
+/// The class of the most specific row holding `bits` (an address of `width`
+/// bits), except that a globally reachable row never lifts a block that is
+/// not: 192.0.0.9 stays refused with the rest of 192.0.0.0/24. (A row that
+/// embeds an IPv4 address, Teredo inside 2001::/23, is judged by that
+/// address instead, by its caller.)
 fn most_specific(rows: &[Special], bits: u128, width: u32) -> HostClass {
-    rows.iter()
-        .filter(|row| row.holds(bits, width))
-        .max_by_key(|row| row.length)
-        .map_or(HostClass::Public, |row| row.reach.class())
+    let holding = || rows.iter().filter(|row| row.holds(bits, width));
+    match holding().max_by_key(|row| row.length).map(|row| row.reach) {
+        Some(Reach::Global) if holding().any(|row| row.reach == Reach::Never) => HostClass::Forbidden,
+        reach => reach.map_or(HostClass::Public, Reach::class),
+    }
 }
 
 /// How far the addresses of a special-purpose block reach, as this rule
@@ -175,8 +180,9 @@ const fn v6(segments: [u16; 8], length: u8, name: &'static str, reach: Reach) ->
 }
 
 /// IANA's IPv4 Special-Purpose Address Registry, every row (the most
-/// specific row holding an address decides, so 192.0.0.9 reaches as far as
-/// its row says in a block that does not), then what this rule adds:
+/// specific row holding an address decides, but a globally reachable row
+/// inside a block that is not stays refused: [`most_specific`]), then what
+/// this rule adds:
 /// multicast (IANA's multicast registry) and a metadata address in a
 /// shared range.
 pub const SPECIAL_V4: [Special; 27] = {
@@ -515,6 +521,12 @@ mod tests {
     #[test]
     fn endpoint_host_classes() {
         let forbidden = [
+            // Globally reachable rows inside blocks that are not.
+            "http://192.0.0.9",
+            "http://192.0.0.10",
+            "http://[2001:1::1]",
+            "http://[2001:3::1]",
+            "http://[2001:20::1]",
             "http://169.254.169.254/latest/meta-data",
             "http://169.254.0.1",
             "http://[fe80::1]",
@@ -611,10 +623,7 @@ mod tests {
             "http://100.128.0.1",
             "http://198.20.0.1",
             "http://192.0.1.1",
-            "http://192.0.0.9",
             "http://192.31.196.1",
-            "http://[2001:3::1]",
-            "http://[2001:1::1]",
             "http://[2001:4860:4860::8888]",
             "http://localhost.example.com",
             "http://metadata.google.internal.example.com",
@@ -662,8 +671,8 @@ mod tests {
             ("192.0.0.200", F),
             ("192.0.0.5", F),
             ("192.0.0.8", F),
-            ("192.0.0.9", G),
-            ("192.0.0.10", G),
+            ("192.0.0.9", F),
+            ("192.0.0.10", F),
             ("192.0.0.170", F),
             ("192.0.0.171", F),
             ("192.0.2.200", F),
@@ -688,16 +697,16 @@ mod tests {
             ("100:0:0:1::1", F),
             ("2001:100::1", F),
             ("2001:0:808:808::f7f7:f7f7", G),
-            ("2001:1::1", G),
-            ("2001:1::2", G),
-            ("2001:1::3", G),
+            ("2001:1::1", F),
+            ("2001:1::2", F),
+            ("2001:1::3", F),
             ("2001:1::4", F),
             ("2001:2::5", F),
-            ("2001:3::1", G),
-            ("2001:4:112::1", G),
+            ("2001:3::1", F),
+            ("2001:4:112::1", F),
             ("2001:10::1", F),
-            ("2001:20::1", G),
-            ("2001:30::1", G),
+            ("2001:20::1", F),
+            ("2001:30::1", F),
             ("2001:db8:1::1", F),
             ("2002:808:808::1", G),
             ("2620:4f:8000::1", G),
@@ -739,9 +748,14 @@ mod tests {
                         Ok(bits) if width == 32 => classify_v4(Ipv4Addr::from_bits(bits)),
                         _ => classify_v6(Ipv6Addr::from_bits(sample)),
                     };
+                    // A globally reachable row inside a block that is not stays refused.
+                    let inside_never = rows
+                        .iter()
+                        .any(|other| other.reach == Reach::Never && other.holds(sample, width));
                     let expected = match row.reach {
                         Reach::Never => HostClass::Forbidden,
                         Reach::Private => HostClass::Private,
+                        Reach::Global if inside_never => HostClass::Forbidden,
                         Reach::Global => HostClass::Public,
                         // Judged by what it embeds: elsewhere.
                         Reach::Embeds => continue,

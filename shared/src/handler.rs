@@ -180,7 +180,13 @@ async fn apply<R: Resource, S: Store>(
         (Some(_), None) => return Err(idempotency::unnamed_caller()),
         (Some(idempotency_key), Some(identity)) => Some(writes::Keyed {
             kept_key: idempotency::kept_key(R::FUNCTION, &identity, R::ROUTE, &key, &idempotency_key),
-            fingerprint: idempotency::fingerprint(request, R::ROUTE, &key, verify),
+            fingerprint: idempotency::fingerprint(
+                request,
+                (R::ROUTE, &key),
+                &body,
+                (R::FIELDS, &preconditions),
+                verify,
+            ),
             published: crate::logging::escaped(idempotency_key.as_str(), 3 * idempotency::MAX_KEY_CHARS),
         }),
     };

@@ -9,7 +9,7 @@ use super::{Pipeline, Tried, add_time};
 use crate::error::ApiError;
 use crate::item::{Attr, Item};
 use crate::records::{Access, Resource};
-use crate::request::idempotency::KEPT_SECONDS;
+use crate::request::idempotency::{Fingerprint, KEPT_SECONDS};
 use crate::store::{Kept, Store, StoreError, Update, applied};
 
 /// The stored attribute naming the key of the write that last wrote a
@@ -23,7 +23,7 @@ pub struct Keyed {
     /// Where its outcome is kept ([`crate::request::idempotency::kept_key`]).
     pub kept_key: String,
     /// What makes a retry the same request.
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
     /// The key as the record and its change event carry it.
     pub published: String,
 }
@@ -48,10 +48,10 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
             .set
             .push((IDEMPOTENCY_KEY, Attr::S(keyed.published.clone())));
         let written = applied(&update, stored)?;
-        let record = self.seals.seal_copy(shown::<R>(&written)).await?;
+        let record = self.seals.seal_copy(kept_copy::<R>(&written, &update)).await?;
         let kept = Kept {
             key: keyed.kept_key,
-            fingerprint: keyed.fingerprint,
+            fingerprint: keyed.fingerprint.print().to_owned(),
             record,
             kept_at: now,
             expires_at: now + KEPT_SECONDS,
@@ -76,12 +76,15 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
     }
 }
 
-/// What of the record as written a replay answers with: everything but
-/// the write-only fields (`api_key`), which no answer shows.
-fn shown<R: Resource>(written: &Item) -> Item {
+/// What of the record as written is kept: what a replay answers with (all
+/// but the write-only fields, `api_key`, which no answer shows), and a
+/// write-only field this update set, sealed as the record holds it, which a
+/// retry's value is compared with ([`crate::request::idempotency::Fingerprint`]).
+fn kept_copy<R: Resource>(written: &Item, update: &crate::store::Update) -> Item {
     let write_only: Vec<&str> = R::FIELDS
         .iter()
         .filter(|field| matches!(field.access, Access::WriteOnly(_)))
+        .filter(|field| !update.set.iter().any(|(name, _)| *name == field.name))
         .map(|field| field.name)
         .collect();
     written

@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 use crate::App;
 use crate::budget::Budget;
 use crate::error::ApiError;
-use crate::item::Item;
+use crate::item::{Attr, Item};
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
 use crate::patch::{self, Patch};
 use crate::records::{self, Resource, VerifyMode};
 use crate::request::Preconditions;
+use crate::request::idempotency::SecretAt;
 use crate::seal::{OpenError, SealError, Session, Unopened};
+use crate::secret::Secret;
 use crate::store::{Expected, Key, Store, StoreError, Update, VERSION};
 
 pub use keyed::{IDEMPOTENCY_KEY, Keyed};
@@ -250,15 +252,48 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
         add_time(&mut self.calls.dynamodb, started);
         let (stored, kept) = read?;
         let now = chrono::Utc::now().timestamp();
-        if let (Some(keyed), Some(kept)) = (&self.keyed, kept.filter(|kept| kept.expires_at > now)) {
-            if kept.fingerprint != keyed.fingerprint {
+        if let (Some(keyed), Some(kept)) = (self.keyed.clone(), kept.filter(|kept| kept.expires_at > now)) {
+            let Some(secrets) = keyed.fingerprint.matches(&kept.fingerprint) else {
                 return Err(ApiError::IdempotencyKeyReused);
-            }
+            };
             // Under the key its request held (another write's, if it won).
             let item = self.seals.open_apart(&kept.record).await?;
+            if !self.holds(&kept.record, &item, secrets).await? {
+                return Err(ApiError::IdempotencyKeyReused);
+            }
             return Ok(Read::Kept(Outcome { item, replayed: true }));
         }
         Ok(Read::Record(stored.ok_or(ApiError::NotFound(R::NOUN))?, now))
+    }
+
+    /// Whether a kept outcome (`kept` as stored, `opened` with its values
+    /// opened) holds each of `secrets`, the retry's: a whole secret it keeps
+    /// sealed, opened (one KMS call); a member of a map of values, among its
+    /// opened values under the name the request gave (a write keeps the
+    /// request's spelling).
+    async fn holds(
+        &mut self,
+        kept: &Item,
+        opened: &Item,
+        secrets: &[(SecretAt, Secret)],
+    ) -> Result<bool, ApiError> {
+        for (at, secret) in secrets {
+            let held = match at {
+                SecretAt::Whole(field) => match kept.get(*field) {
+                    Some(Attr::B(sealed)) => self.seals.open_secret(field, sealed).await? == *secret,
+                    _ => false,
+                },
+                SecretAt::Member(field, name) => {
+                    let values = opened.get(*field).and_then(Attr::as_m);
+                    let value = values.and_then(|values| values.get(name)).and_then(Attr::as_s);
+                    value.is_some_and(|value| *secret == Secret::from(value))
+                }
+            };
+            if !held {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Judges the request's preconditions on `stored`, as the write would

@@ -238,7 +238,41 @@ fn write_body(
     out: &mut Vec<u8>,
     secrets: &mut Vec<(SecretAt, Secret)>,
 ) {
-    let mut members: Vec<(&String, &Value)> = body.iter().collect();
+    write_object(body, out, |name, value, out| {
+        let field = fields.iter().find(|field| field.name == name);
+        match (
+            field.and_then(|field| Some((field.name, field.sealing()?))),
+            value,
+        ) {
+            (Some((field, Sealing::Whole)), Value::String(secret)) => {
+                secrets.push((SecretAt::Whole(field), Secret::from(secret.as_str())));
+                out.extend_from_slice(b"true");
+            }
+            (Some((field, Sealing::Values { .. })), Value::Object(values)) => {
+                write_object(values, out, |member, value, out| match value {
+                    Value::String(secret) => {
+                        secrets.push((
+                            SecretAt::Member(field, member.clone()),
+                            Secret::from(secret.as_str()),
+                        ));
+                        out.extend_from_slice(b"true");
+                    }
+                    other => write_value(other, out),
+                });
+            }
+            _ => write_value(value, out),
+        }
+    });
+}
+
+/// `members` as a canonical JSON object into `out`: sorted by name, each
+/// value written by `write`.
+fn write_object<'a>(
+    members: &'a Map<String, Value>,
+    out: &mut Vec<u8>,
+    mut write: impl FnMut(&'a String, &'a Value, &mut Vec<u8>),
+) {
+    let mut members: Vec<(&String, &Value)> = members.iter().collect();
     members.sort_by(|a, b| a.0.cmp(b.0));
     out.push(b'{');
     for (index, (name, value)) in members.into_iter().enumerate() {
@@ -247,40 +281,7 @@ fn write_body(
         }
         write_string(name, out);
         out.push(b':');
-        let sealing = fields
-            .iter()
-            .find(|field| field.name == name)
-            .and_then(|field| Some((field.name, field.sealing()?)));
-        match (sealing, value) {
-            (Some((field, Sealing::Whole)), Value::String(secret)) => {
-                secrets.push((SecretAt::Whole(field), Secret::from(secret.as_str())));
-                out.extend_from_slice(b"true");
-            }
-            (Some((field, Sealing::Values { .. })), Value::Object(values)) => {
-                let mut values: Vec<(&String, &Value)> = values.iter().collect();
-                values.sort_by(|a, b| a.0.cmp(b.0));
-                out.push(b'{');
-                for (index, (member, value)) in values.into_iter().enumerate() {
-                    if index > 0 {
-                        out.push(b',');
-                    }
-                    write_string(member, out);
-                    out.push(b':');
-                    match value {
-                        Value::String(secret) => {
-                            secrets.push((
-                                SecretAt::Member(field, member.clone()),
-                                Secret::from(secret.as_str()),
-                            ));
-                            out.extend_from_slice(b"true");
-                        }
-                        other => write_value(other, out),
-                    }
-                }
-                out.push(b'}');
-            }
-            _ => write_value(value, out),
-        }
+        write(name, value, out);
     }
     out.push(b'}');
 }
@@ -288,20 +289,7 @@ fn write_body(
 /// `value` as canonical JSON into `out`.
 fn write_value(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(members) => {
-            let mut members: Vec<(&String, &Value)> = members.iter().collect();
-            members.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (index, (name, value)) in members.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(b',');
-                }
-                write_string(name, out);
-                out.push(b':');
-                write_value(value, out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(members) => write_object(members, out, |_, value, out| write_value(value, out)),
         Value::Array(items) => {
             out.push(b'[');
             for (index, item) in items.iter().enumerate() {

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::item::{Attr, Item};
 use crate::merge::{self, MergePatch};
 use crate::metrics::Calls;
-use crate::patch::{self, Patch};
+use crate::patch::{self, Patch, Written};
 use crate::records::{self, Resource, VerifyMode};
 use crate::request::Preconditions;
 use crate::request::idempotency::SecretAt;
@@ -84,6 +84,9 @@ pub struct Pipeline<'a, R, S> {
     /// Whether a keyed `PUT`'s own secrets are sealed (once, whatever the
     /// tries).
     put_sealed: bool,
+    /// Whether this try's write leaves what a verification vouches for as
+    /// the record held it, and so keeps the verification.
+    leaves_verified: bool,
     calls: Calls,
     kind: PhantomData<fn() -> R>,
 }
@@ -127,6 +130,7 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
             keyed,
             passed: None,
             put_sealed: false,
+            leaves_verified: false,
             calls: Calls::default(),
             kind: PhantomData,
         }
@@ -312,6 +316,7 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
         write: &mut Write<'_>,
         stored: &Item,
     ) -> Result<(Patch, Vec<&'static str>), ApiError> {
+        self.leaves_verified = false;
         if let Write::Put(set, remove) = write
             && self.verify.is_none()
         {
@@ -337,6 +342,7 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
         if let Some(mode) = self.verify {
             self.verify_step(mode, &record, &mut set, &remove).await?;
         }
+        self.leaves_verified = leaves_verified::<R>(&record, &set, &remove);
         self.seal(&mut set, &mut remove).await?;
         Ok((set, remove))
     }
@@ -437,12 +443,14 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
             .copied()
             .filter(|attribute| !set.iter().any(|(name, _)| name == attribute));
         remove.extend(unset);
-        // A verification vouches for the values it saw: a write that sets
-        // one of them without verifying removes it.
+        // A verification vouches for the values it saw: a write that changes
+        // one of them without verifying removes it. Read first, a write knows
+        // whether it changes them; without a read (a `PUT`), setting is changing.
         if let Some((verification, of)) = records::verification(R::FIELDS) {
             let touches = |name: &&str| of.contains(name);
             let unverified = !set.iter().any(|(name, _)| *name == verification);
-            if unverified && (set.iter().map(|(name, _)| name).any(touches) || remove.iter().any(touches)) {
+            let touched = set.iter().map(|(name, _)| name).any(touches) || remove.iter().any(touches);
+            if unverified && touched && !self.leaves_verified {
                 remove.push(verification);
             }
         }
@@ -503,6 +511,52 @@ pub fn timestamp() -> String {
 /// Adds `started`'s time to `total`.
 fn add_time(total: &mut Option<Duration>, started: Instant) {
     *total = Some(total.unwrap_or_default() + started.elapsed());
+}
+
+/// Whether a write of `set` and `remove` leaves every field a verification
+/// of `R` vouches for as `record` (opened) holds it: each it sets holds the
+/// same value (a map of values, the same names and values), each it
+/// removes is absent. A whole secret is never opened to compare, so setting
+/// one is a change.
+fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static str]) -> bool {
+    let Some((_, of)) = records::verification(R::FIELDS) else {
+        return false;
+    };
+    let as_held = |name: &str, value: &Written| {
+        match (value, record.get(name)) {
+        (Written::Plain(value), Some(held)) => value == held,
+        (Written::Secrets(values), Some(Attr::M(held))) => {
+            values.len() == held.len()
+                && values.iter().all(|(name, value)| {
+                    matches!(held.get(name), Some(Attr::S(held)) if *value == Secret::from(held.as_str()))
+                })
+        }
+        _ => false,
+    }
+    };
+    set.iter()
+        .filter(|(name, _)| of.contains(name))
+        .all(|(name, value)| as_held(name, value))
+        && remove
+            .iter()
+            .filter(|name| of.contains(*name))
+            .all(|name| !record.contains_key(*name))
+}
+
+/// Whether a `PATCH` naming `fields` is judged on the record as read even if
+/// it merges no object: it names a field a verification of `R` vouches for
+/// whose value a read shows (not a whole secret), so it keeps the
+/// verification if it leaves that value as it was ([`leaves_verified`]).
+pub fn compares_verified<R: Resource>(mut fields: impl Iterator<Item = &'static str>) -> bool {
+    let Some((_, of)) = records::verification(R::FIELDS) else {
+        return false;
+    };
+    fields.any(|name| {
+        of.contains(&name)
+            && R::FIELDS
+                .iter()
+                .any(|field| field.name == name && !matches!(field.sealing(), Some(records::Sealing::Whole)))
+    })
 }
 
 /// Whether a write of `set` and `remove` keeps `R`'s sealed values as they

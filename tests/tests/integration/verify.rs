@@ -220,7 +220,8 @@ async fn a_patch_that_rotates_one_header_then_verifies() {
 async fn an_unverified_change_of_endpoint_or_headers_removes_the_verification() {
     let base = api().await;
     let bearer = mcp_bearer().await;
-    let key = record(&format!("{}/mcp", bearer.base)).await;
+    let endpoint = format!("{}/mcp", bearer.base);
+    let key = record(&endpoint).await;
     let token = format!("Bearer {MCP_BEARER_TOKEN}");
     let verify = |body: Value| {
         let (base, key) = (base.clone(), key.clone());
@@ -232,31 +233,54 @@ async fn an_unverified_change_of_endpoint_or_headers_removes_the_verification() 
         "{}",
         verified.body
     );
-    // The name alone keeps it.
-    let renamed = patch(&base, &key, "", json!({"name": "Renamed"})).await;
-    assert_eq!(
-        renamed.body["data"]["verification"],
-        verified.body["data"]["verification"]
-    );
-    let cases = [
+    // A PATCH that leaves the endpoint and the headers as they were keeps it:
+    // the name alone, the same values, a removal of a header that is not there.
+    for body in [
+        json!({"name": "Renamed"}),
         json!({"headers": {"Authorization": token}}),
-        json!({"endpoint": format!("{}/mcp", bearer.base)}),
-        json!({"headers": {"X-New": "v"}}),
-        json!({"headers": null}),
-    ];
-    for body in cases {
-        assert_eq!(
-            verify(json!({"headers": {"Authorization": token}})).await.status,
-            200
-        );
+        json!({"endpoint": endpoint}),
+        json!({"endpoint": endpoint, "headers": {"Absent": null}}),
+    ] {
         let reply = patch(&base, &key, "", body.clone()).await;
         assert_eq!(reply.status, 200, "{body}: {}", reply.body);
+        assert_eq!(
+            reply.body["data"]["verification"], verified.body["data"]["verification"],
+            "{body} removed the verification"
+        );
+        assert!(stored(&key).await.contains_key("verification"), "{body}");
+    }
+    // One that changes either removes it; so does a PUT that sets either,
+    // which reads nothing first.
+    let changes = [
+        ("PATCH", json!({"headers": {"Authorization": "Bearer other"}})),
+        ("PATCH", json!({"headers": {"X-New": "v"}})),
+        ("PATCH", json!({"headers": null})),
+        ("PATCH", json!({"endpoint": format!("{}/other", bearer.base)})),
+        ("PUT", json!({"endpoint": endpoint})),
+        ("PUT", json!({"headers": {"Authorization": token}})),
+    ];
+    for (method, body) in changes {
+        assert_eq!(
+            verify(json!({"endpoint": endpoint, "headers": {"Authorization": token}}))
+                .await
+                .status,
+            200
+        );
+        let reply = if method == "PUT" {
+            put(&base, &key, "", body.clone()).await
+        } else {
+            patch(&base, &key, "", body.clone()).await
+        };
+        assert_eq!(reply.status, 200, "{method} {body}: {}", reply.body);
         assert!(
             reply.body["data"].get("verification").is_none(),
-            "{body} kept the verification: {}",
+            "{method} {body} kept the verification: {}",
             reply.body
         );
-        assert!(!stored(&key).await.contains_key("verification"), "{body}");
+        assert!(
+            !stored(&key).await.contains_key("verification"),
+            "{method} {body}"
+        );
     }
 }
 

@@ -89,10 +89,11 @@ pub async fn handshake(
     Ok(verified)
 }
 
-/// Whether `name` and `version` hold [`MIN_ECHOED_SECRET`] letters and
-/// digits in a row of a header value's credential: in either, or across
-/// the two, either way round, forwards or backwards, whatever the case,
-/// separators or percent-encoding ([`comparable`]). A value's credentials
+/// Whether `name` and `version` hold [`MIN_ECHOED_SECRET`] characters in a
+/// row of a header value's credential, as written (`rs/every`) or counting
+/// its letters and digits alone (so separators hide no run): in either, or
+/// across the two, either way round, forwards or backwards, whatever the
+/// case or percent-encoding ([`comparable`]). A value's credentials
 /// are each of its parts (split at spaces and commas: `Bearer`'s token
 /// alone counts), and for one that is base64 (`Basic`), the text it
 /// decodes to and each `:`-separated piece of it (the password alone).
@@ -100,7 +101,21 @@ pub async fn handshake(
 /// credential shorter than the run, or an echo transformed otherwise,
 /// is not found.
 fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
-    let (name, version) = (comparable(name), comparable(version));
+    [Kept::Every, Kept::LettersAndDigits]
+        .into_iter()
+        .any(|kept| repeats_as(kept, headers, name, version))
+}
+
+/// Which characters the echo check keeps.
+#[derive(Clone, Copy)]
+enum Kept {
+    Every,
+    LettersAndDigits,
+}
+
+/// [`repeats_a_credential`], comparing the characters `kept` keeps.
+fn repeats_as(kept: Kept, headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
+    let (name, version) = (comparable(name, kept), comparable(version, kept));
     let together = [name.as_slice(), version.as_slice()].concat();
     let other_way = [version.as_slice(), name.as_slice()].concat();
     let backwards: Vec<Vec<char>> = [&together, &other_way]
@@ -116,7 +131,7 @@ fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version:
         return false;
     }
     headers.values().any(|value| {
-        credentials(value.expose()).iter().any(|credential| {
+        credentials(value.expose(), kept).iter().any(|credential| {
             credential
                 .windows(MIN_ECHOED_SECRET)
                 .any(|run| runs.contains(run))
@@ -126,20 +141,20 @@ fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version:
 
 /// The credentials a header value may carry, each [`comparable`] (and
 /// wiped when dropped, as the secret is).
-fn credentials(value: &str) -> Vec<zeroize::Zeroizing<Vec<char>>> {
+fn credentials(value: &str, kept: Kept) -> Vec<zeroize::Zeroizing<Vec<char>>> {
     use base64::Engine as _;
     let mut found = Vec::new();
     for part in value.split(|c: char| c.is_ascii_whitespace() || c == ',') {
-        found.push(zeroize::Zeroizing::new(comparable(part)));
+        found.push(zeroize::Zeroizing::new(comparable(part, kept)));
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(part) else {
             continue;
         };
         let decoded = zeroize::Zeroizing::new(decoded);
         if let Ok(text) = std::str::from_utf8(&decoded) {
-            found.push(zeroize::Zeroizing::new(comparable(text)));
+            found.push(zeroize::Zeroizing::new(comparable(text, kept)));
             found.extend(
                 text.split(':')
-                    .map(|piece| zeroize::Zeroizing::new(comparable(piece))),
+                    .map(|piece| zeroize::Zeroizing::new(comparable(piece, kept))),
             );
         }
     }
@@ -147,10 +162,10 @@ fn credentials(value: &str) -> Vec<zeroize::Zeroizing<Vec<char>>> {
 }
 
 /// `text` as the echo check compares it: percent-decoded, fullwidth forms
-/// read as ASCII, case-folded (upper then lower, so `ſ` meets `s`), and
-/// only its letters and digits kept, so separators, case and encoding hide
-/// no run.
-fn comparable(text: &str) -> Vec<char> {
+/// read as ASCII, case-folded (upper then lower, so `ſ` meets `s`), and the
+/// characters `kept` keeps, so case and encoding hide no run (nor
+/// separators, counting letters and digits alone).
+fn comparable(text: &str, kept: Kept) -> Vec<char> {
     percent_encoding::percent_decode_str(text)
         .decode_utf8_lossy()
         .chars()
@@ -160,7 +175,7 @@ fn comparable(text: &str) -> Vec<char> {
         })
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
-        .filter(|c| c.is_alphanumeric())
+        .filter(|c| matches!(kept, Kept::Every) || c.is_alphanumeric())
         .collect()
 }
 
@@ -755,6 +770,7 @@ mod tests {
             ),
             ("X-Task".to_string(), Secret::from("tasks-token-99")),
             ("X-Short".to_string(), Secret::from("abc")),
+            ("X-Path".to_string(), Secret::from("Bearer rs/every")),
         ]);
         let repeats = |name: &str, version: &str| repeats_a_credential(&headers, name, version);
         // The credential alone, upper-cased, or a run of 8 of it.
@@ -779,6 +795,9 @@ mod tests {
         assert!(repeats("server", "pa55word"));
         // The whole value, as before.
         assert!(repeats(&format!("Bearer {credential}"), "1"));
+        // 8 characters as written, separators among them: 7 letters and digits.
+        assert!(repeats("mcp-servers/everything", "1.0"));
+        assert!(repeats("server", "tasks-to"));
         // 7 of it, the scheme, a short value, ordinary words: not found.
         assert!(!repeats("sk-live", "1.0.0"));
         assert!(!repeats("Bearer Basic server", "abc abc abc"));

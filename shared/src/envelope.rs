@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn every_error_status_matches_the_body() {
         let errors = [
-            ApiError::InvalidId(FieldError::new("id", "invalid_uuid", "must be a UUID")),
+            ApiError::InvalidId(vec![FieldError::new("id", "invalid_uuid", "must be a UUID")]),
             ApiError::Validation(vec![FieldError::new("name", "too_long", "x")]),
             ApiError::EmptyUpdate,
             ApiError::NotFound("Model"),

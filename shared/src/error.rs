@@ -212,9 +212,10 @@ impl Unsupported {
 /// Every way a request can fail.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The `{id}` path parameter is not a UUID.
+    /// The `{id}` path parameter is not a UUID: its problem, then the
+    /// `project_id` query's if that is wrong too (every problem listed).
     #[error("Invalid id: must be a UUID")]
-    InvalidId(FieldError),
+    InvalidId(Vec<FieldError>),
     /// `project_id` is missing, empty, repeated or not a UUID.
     #[error("Invalid project_id: exactly one UUID is required")]
     InvalidProjectId(FieldError),
@@ -377,8 +378,8 @@ impl ApiError {
     /// The field problems behind a 400, if any.
     pub fn fields(&self) -> Option<&[FieldError]> {
         match self {
-            Self::InvalidId(field)
-            | Self::InvalidProjectId(field)
+            Self::InvalidId(fields) => Some(fields),
+            Self::InvalidProjectId(field)
             | Self::InvalidIfMatch(field)
             | Self::InvalidIfNoneMatch(field)
             | Self::InvalidIdempotencyKey(field)

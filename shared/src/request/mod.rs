@@ -28,19 +28,20 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The key of the record the request addresses.
 pub fn key(request: &Request, table: Table) -> Result<Key, ApiError> {
-    let id = record_id(request)?;
-    let project_id = if table.scoped_by_project() {
-        Some(project_id(request)?)
-    } else {
-        None
-    };
-    Ok(Key { project_id, id })
+    let id = record_id(request);
+    let project_id = table.scoped_by_project().then(|| project_id(request)).transpose();
+    match (id, project_id) {
+        (Ok(id), Ok(project_id)) => Ok(Key { project_id, id }),
+        // Both wrong: the id's code, and both problems listed.
+        (Err(id), Err(ApiError::InvalidProjectId(project))) => Err(ApiError::InvalidId(vec![id, project])),
+        (Err(id), _) => Err(ApiError::InvalidId(vec![id])),
+        (Ok(_), Err(error)) => Err(error),
+    }
 }
 
-fn record_id(request: &Request) -> Result<String, ApiError> {
+fn record_id(request: &Request) -> Result<String, FieldError> {
     let raw = request.path_parameter("id").unwrap_or_default();
-    parse_uuid(raw)
-        .ok_or_else(|| ApiError::InvalidId(FieldError::new("id", "invalid_uuid", "must be a UUID")))
+    parse_uuid(raw).ok_or_else(|| FieldError::new("id", "invalid_uuid", "must be a UUID"))
 }
 
 fn project_id(request: &Request) -> Result<String, ApiError> {
@@ -226,6 +227,46 @@ mod tests {
             key.map(|k| k.id).as_deref(),
             Some("3f1c2a9e-7b4d-4e8a-9c21-5d6e7f8a9b01")
         );
+    }
+
+    #[test]
+    fn a_bad_id_and_a_bad_project_id_are_both_listed() {
+        let with = |id: &str, query: &str| {
+            let event = serde_json::json!({
+                "rawQueryString": query,
+                "requestContext": {"http": {"method": "PUT"}},
+                "pathParameters": {"id": id},
+            });
+            let request = Request::from_event(event, lambda_runtime::Context::default()).unwrap();
+            match key(&request, Table::Models) {
+                Err(error) => {
+                    let fields = error.fields().unwrap_or_default();
+                    (
+                        error.code(),
+                        fields.iter().map(|f| f.field.clone()).collect::<Vec<_>>(),
+                    )
+                }
+                Ok(_) => ("ok", Vec::new()),
+            }
+        };
+        let uuid = "8a4b2c1d-3e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        assert_eq!(
+            with("bad", "project_id=bad"),
+            ("invalid_id", vec!["id".into(), "project_id".into()])
+        );
+        assert_eq!(
+            with("bad", ""),
+            ("invalid_id", vec!["id".into(), "project_id".into()])
+        );
+        assert_eq!(
+            with("bad", &format!("project_id={uuid}")),
+            ("invalid_id", vec!["id".into()])
+        );
+        assert_eq!(
+            with(uuid, "project_id=bad"),
+            ("invalid_project_id", vec!["project_id".into()])
+        );
+        assert_eq!(with(uuid, &format!("project_id={uuid}")), ("ok", Vec::new()));
     }
 
     #[test]

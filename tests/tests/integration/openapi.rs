@@ -222,7 +222,7 @@ fn each_route_documents_the_statuses_and_codes_it_can_return() {
     let doc = document();
     let field = || FieldError::new("x", "required", "x");
     let errors = [
-        ApiError::InvalidId(field()),
+        ApiError::InvalidId(vec![field()]),
         ApiError::InvalidProjectId(field()),
         ApiError::InvalidIfMatch(field()),
         ApiError::InvalidJson(field()),

@@ -127,6 +127,8 @@ impl JwtAuthorizer {
         };
         let mut validation = Validation::new(header.alg);
         validation.leeway = 0;
+        // RFC 7519: not accepted on or after `exp` (so `exp` now is expired).
+        validation.reject_tokens_expiring_in_less_than = 1;
         validation.validate_nbf = true;
         validation.validate_aud = false; // checked below, with client_id too
         if let Some(issuer) = &self.issuer {
@@ -139,26 +141,31 @@ impl JwtAuthorizer {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .ok()?
             .claims;
-        self.audience_matches(&claims).then_some(claims)
+        // `iss` is one string (RFC 7519), which the decoder would also take
+        // from an array that holds it.
+        let issuer_matches = self
+            .issuer
+            .as_ref()
+            .is_none_or(|issuer| matches!(claims.get("iss"), Some(Value::String(iss)) if iss == issuer));
+        (issuer_matches && self.audience_matches(&claims)).then_some(claims)
     }
 
+    /// API Gateway's rule: `aud` must name one of the audiences; only a
+    /// token without `aud` is judged by `client_id` instead. An `aud` or
+    /// `client_id` that is not a string or an array of strings names none.
     fn audience_matches(&self, claims: &Map<String, Value>) -> bool {
         if self.audiences.is_empty() {
             return true;
         }
-        let aud = named(claims.get("aud"));
-        let candidates = if aud.is_empty() {
-            named(claims.get("client_id"))
-        } else {
-            aud
-        };
-        candidates
-            .iter()
-            .any(|candidate| self.audiences.iter().any(|audience| audience == candidate))
+        let claim = claims.get("aud").or_else(|| claims.get("client_id"));
+        named(claim).is_some_and(|candidates| {
+            candidates
+                .iter()
+                .any(|candidate| self.audiences.iter().any(|audience| audience == candidate))
+        })
     }
 }
 
-/// The strings a claim names: itself, or the strings of its array.
 /// What RFC 7515 and RFC 7519 let a recipient refuse, refused: a header
 /// with `crit` (this authorizer understands no extension, and `crit` must
 /// name one), and a header or payload that repeats a member name (the
@@ -181,11 +188,13 @@ fn strictly_formed(token: &str) -> bool {
     }
 }
 
-fn named(value: Option<&Value>) -> Vec<&str> {
-    match value {
-        Some(Value::String(one)) => vec![one.as_str()],
-        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
+/// The strings a claim names: itself, or its array's (`None` if it is
+/// neither a string nor an array of strings).
+fn named(value: Option<&Value>) -> Option<Vec<&str>> {
+    match value? {
+        Value::String(one) => Some(vec![one.as_str()]),
+        Value::Array(many) => many.iter().map(Value::as_str).collect(),
+        _ => None,
     }
 }
 
@@ -367,6 +376,55 @@ mod tests {
         assert_eq!(rendered["ok"], "true");
         assert_eq!(rendered["nested"], "[[x] 1]");
         assert!(!rendered.contains_key("gone"));
+    }
+
+    #[test]
+    fn issuer_audience_and_expiry_are_judged_as_api_gateway_and_rfc_7519_do() {
+        let secret = b"local development secret";
+        let authorizer = JwtAuthorizer::with_secret(secret)
+            .unwrap()
+            .issuer("https://iss.test")
+            .audiences(vec!["aud-test".into()]);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs())
+            .unwrap_or_default();
+        let verifies = |claims: Value| {
+            let Value::Object(mut claims) = claims else {
+                panic!("an object")
+            };
+            claims.entry("sub").or_insert("dev".into());
+            claims.entry("exp").or_insert((now + 60).into());
+            let token = jsonwebtoken::encode(
+                &Header::new(Algorithm::HS256),
+                &claims,
+                &EncodingKey::from_secret(secret),
+            )
+            .unwrap();
+            authorizer.verify(&token).is_some()
+        };
+        use serde_json::json;
+        let iss = "https://iss.test";
+        assert!(verifies(json!({"iss": iss, "aud": "aud-test"})));
+        assert!(verifies(json!({"iss": iss, "aud": ["other", "aud-test"]})));
+        assert!(verifies(json!({"iss": iss, "client_id": "aud-test"})));
+        for refused in [
+            // iss is one string, not a list holding it.
+            json!({"iss": ["https://evil", iss], "aud": "aud-test"}),
+            json!({"aud": "aud-test"}),
+            // An aud present is judged alone: empty, it names none; and
+            // what is not a string names nothing.
+            json!({"iss": iss, "aud": [], "client_id": "aud-test"}),
+            json!({"iss": iss, "aud": [5, "aud-test"]}),
+            json!({"iss": iss, "aud": "other", "client_id": "aud-test"}),
+            json!({"iss": iss, "client_id": ["aud-test", 5]}),
+            // Not accepted on or after exp.
+            json!({"iss": iss, "aud": "aud-test", "exp": now}),
+            json!({"iss": iss, "aud": "aud-test", "exp": now - 1}),
+            json!({"iss": iss, "aud": "aud-test", "nbf": now + 60}),
+        ] {
+            assert!(!verifies(refused.clone()), "{refused}");
+        }
     }
 
     #[test]

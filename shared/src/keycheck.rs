@@ -1,7 +1,7 @@
 //! `verify=true` on an API key: the provider's cheapest authenticated read
 //! (its model list), sent once with the key in the header the provider
 //! expects, through the same connect-time guard as an MCP handshake
-//! ([`crate::mcp::dial`]). Where each request goes and why:
+//! ([`crate::mcp::dial`](mod@crate::mcp::dial)). Where each request goes and why:
 //! docs/ARCHITECTURE.md, Verification.
 
 use std::future::Future;

@@ -31,7 +31,7 @@ pub const MAX_TOOL_PAGES: usize = 32;
 pub const HANDSHAKE_BUDGET: Duration = Duration::from_secs(4);
 
 /// A handshake with the system's resolver, as a function pointer: what a
-/// record kind that verifies names ([`crate::Resource::HANDSHAKE`]), so the
+/// record kind that verifies names ([`crate::Resource::VERIFY`]), so the
 /// functions of the other kinds hold no reference to the client and do not
 /// link it (an `await` on the handshake itself, even behind a constant,
 /// would keep its code in their binaries: a future's states are data).

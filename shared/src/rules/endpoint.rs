@@ -181,7 +181,7 @@ const fn v6(segments: [u16; 8], length: u8, name: &'static str, reach: Reach) ->
 
 /// IANA's IPv4 Special-Purpose Address Registry, every row (the most
 /// specific row holding an address decides, but a globally reachable row
-/// inside a block that is not stays refused: [`most_specific`]), then what
+/// inside a block that is not stays refused: `most_specific`), then what
 /// this rule adds:
 /// multicast (IANA's multicast registry) and a metadata address in a
 /// shared range.
@@ -445,8 +445,8 @@ pub(super) fn endpoint(path: &str, value: &Value, policy: Policy, errors: &mut F
         HostClass::Forbidden => errors.push(FieldError::new(
             path,
             "forbidden_host",
-            "must not point to a link-local, metadata, unspecified, multicast, broadcast, reserved or \
-             other special-purpose address that is not globally reachable",
+            "must not point to a link-local, metadata, unspecified, multicast, broadcast or reserved \
+             address, or into another special-purpose block that is not globally reachable",
         )),
     }
 }

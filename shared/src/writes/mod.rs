@@ -546,7 +546,7 @@ fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static s
 /// Whether a `PATCH` naming `fields` is judged on the record as read even if
 /// it merges no object: it names a field a verification of `R` vouches for
 /// whose value a read shows (not a whole secret), so it keeps the
-/// verification if it leaves that value as it was ([`leaves_verified`]).
+/// verification if it leaves that value as it was (`leaves_verified`).
 pub fn compares_verified<R: Resource>(mut fields: impl Iterator<Item = &'static str>) -> bool {
     let Some((_, of)) = records::verification(R::FIELDS) else {
         return false;

@@ -217,6 +217,8 @@ async fn apply<R: Resource, S: Store>(
             // makes (its nulls remove): no read is needed.
             match patch.as_update() {
                 _ if patch.is_empty() => writes::Write::Nothing,
+                // Read first when it may leave a verification's values as they were.
+                Some(_) if writes::compares_verified::<R>(patch.fields()) => writes::Write::Merge(&patch),
                 Some((set, remove)) => writes::Write::Put(set, remove),
                 None => writes::Write::Merge(&patch),
             }

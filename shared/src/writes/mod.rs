@@ -181,29 +181,14 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
     /// after a jittered wait, while the budget lasts; a key replaced in
     /// between is a 409.
     async fn put(&mut self, mut set: Patch, mut remove: Vec<&'static str>) -> Result<Outcome, ApiError> {
-        // One that sets what a verification vouches for expects no
-        // verification first (no read): a verified record refuses it, and is
-        // then compared with what the request asked (before sealing), so a
-        // PUT that leaves them as they were keeps it.
-        let vouched = compares_verified::<R>(set.iter().map(|(name, _)| *name).chain(remove.iter().copied()))
-            .then(|| records::verification(R::FIELDS).map(|(field, _)| field))
-            .flatten();
-        let asked = vouched.map(|_| (set.clone(), remove.clone()));
         self.seal(&mut set, &mut remove).await?;
         let keeps_values = keeps_values::<R>(&set, &remove);
-        let sealed = vouched.map(|_| (set.clone(), remove.clone()));
         let mut update = self.update(set, remove)?;
-        let mut expected = if keeps_values {
-            no_values::<R>()
-        } else {
-            Vec::new()
-        };
-        expected.extend(vouched.map(|field| (field, Expected::Absent)));
-        if expected.is_empty() {
+        if !keeps_values {
             let item = self.update_item(&update).await?;
             return self.answer(item);
         }
-        update.unchanged = expected;
+        update.unchanged = no_values::<R>();
         let mut refusals = 0;
         loop {
             let stored = match self.update_item(&update).await {
@@ -217,28 +202,8 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
                 self.wait(refusals - 1).await?;
             }
             refusals += 1;
-            // Values the write keeps are answered opened, under the record's
-            // key; values it replaces are opened apart, only to compare (the
-            // key it sealed the new ones under stays held, for its answer).
-            let record = if keeps_values {
-                self.open(&stored).await?
-            } else {
-                self.seals.open_apart(&stored).await?
-            };
-            if let (Some(field), Some((asked_set, asked_remove)), Some((set, remove))) =
-                (vouched, &asked, &sealed)
-            {
-                self.leaves_verified = leaves_verified::<R>(&record, asked_set, asked_remove);
-                let write_id = update.write_id.clone();
-                update = self.update(set.clone(), remove.clone())?;
-                update.write_id = write_id;
-                update.unchanged = vec![(field, Expected::as_read(stored.get(field)))];
-            } else {
-                update.unchanged = Vec::new();
-            }
-            if keeps_values {
-                update.unchanged.extend(values_as_read::<R>(&stored));
-            }
+            self.open(&stored).await?;
+            update.unchanged = values_as_read::<R>(&stored);
             // The time of this try's write, not of the first: a retry may
             // land after another write, whose updated_at must not go back.
             update.now = timestamp();
@@ -343,10 +308,9 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
 
     /// What the write sets and removes on `stored`: a keyed `PUT`'s own
     /// fields, sealed once the key is known unused and the preconditions
-    /// hold (so a replay, a 422 or a 412 seals nothing); otherwise (and for
-    /// a keyed `PUT` of what a verification vouches for, compared first)
-    /// `write` applied to the record as read (its sealed values opened),
-    /// checked, verified if the request asks, and sealed.
+    /// hold (so a replay, a 422 or a 412 seals nothing); otherwise `write`
+    /// applied to the record as read (its sealed values opened), checked,
+    /// verified if the request asks, and sealed.
     async fn change(
         &mut self,
         write: &mut Write<'_>,
@@ -355,7 +319,6 @@ impl<'a, R: Resource, S: Store> Pipeline<'a, R, S> {
         self.leaves_verified = false;
         if let Write::Put(set, remove) = write
             && self.verify.is_none()
-            && !compares_verified::<R>(set.iter().map(|(name, _)| *name).chain(remove.iter().copied()))
         {
             if !self.put_sealed {
                 self.seal(set, remove).await?;
@@ -580,11 +543,11 @@ fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static s
             .all(|name| !record.contains_key(*name))
 }
 
-/// Whether a write naming `fields` (without `verify`) can leave a
-/// verification of `R` as it is: it names a field one vouches for whose
-/// value an opened record shows (not a whole secret, which is never opened
-/// to compare), so it is compared ([`Pipeline::put`], `leaves_verified`).
-fn compares_verified<R: Resource>(mut fields: impl Iterator<Item = &'static str>) -> bool {
+/// Whether a `PATCH` naming `fields` is judged on the record as read even if
+/// it merges no object: it names a field a verification of `R` vouches for
+/// whose value a read shows (not a whole secret), so it keeps the
+/// verification if it leaves that value as it was (`leaves_verified`).
+pub fn compares_verified<R: Resource>(mut fields: impl Iterator<Item = &'static str>) -> bool {
     let Some((_, of)) = records::verification(R::FIELDS) else {
         return false;
     };

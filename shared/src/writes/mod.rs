@@ -522,17 +522,22 @@ fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static s
     let Some((_, of)) = records::verification(R::FIELDS) else {
         return false;
     };
-    let as_held = |name: &str, value: &Written| {
-        match (value, record.get(name)) {
+    // A map of values absent and one empty hold the same: none.
+    let no_values =
+        |held: Option<&Attr>| held.is_none_or(|held| matches!(held, Attr::M(members) if members.is_empty()));
+    let same_values = |values: &std::collections::BTreeMap<String, Secret>, held: &Item| {
+        values.len() == held.len()
+            && values.iter().all(|(name, value)| {
+                held.get(name)
+                    .and_then(Attr::as_s)
+                    .is_some_and(|held| *value == Secret::from(held))
+            })
+    };
+    let as_held = |name: &str, value: &Written| match (value, record.get(name)) {
         (Written::Plain(value), Some(held)) => value == held,
-        (Written::Secrets(values), Some(Attr::M(held))) => {
-            values.len() == held.len()
-                && values.iter().all(|(name, value)| {
-                    matches!(held.get(name), Some(Attr::S(held)) if *value == Secret::from(held.as_str()))
-                })
-        }
+        (Written::Secrets(values), held) if values.is_empty() => no_values(held),
+        (Written::Secrets(values), Some(Attr::M(held))) => same_values(values, held),
         _ => false,
-    }
     };
     set.iter()
         .filter(|(name, _)| of.contains(name))
@@ -540,7 +545,7 @@ fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static s
         && remove
             .iter()
             .filter(|name| of.contains(*name))
-            .all(|name| !record.contains_key(*name))
+            .all(|name| no_values(record.get(*name)))
 }
 
 /// Whether a `PATCH` naming `fields` is judged on the record as read even if

@@ -240,6 +240,7 @@ async fn an_unverified_change_of_endpoint_or_headers_removes_the_verification() 
         json!({"headers": {"Authorization": token}}),
         json!({"endpoint": endpoint}),
         json!({"endpoint": endpoint, "headers": {"Absent": null}}),
+        json!({"headers": {}}),
     ] {
         let reply = patch(&base, &key, "", body.clone()).await;
         assert_eq!(reply.status, 200, "{body}: {}", reply.body);

@@ -217,8 +217,12 @@ async fn apply<R: Resource, S: Store>(
             // makes (its nulls remove): no read is needed.
             match patch.as_update() {
                 _ if patch.is_empty() => writes::Write::Nothing,
-                // Read first when it may leave a verification's values as they were.
-                Some(_) if writes::compares_verified::<R>(patch.fields()) => writes::Write::Merge(&patch),
+                // Read first when what it sets may leave a verification's
+                // values as they were. A removal alone is written unread, as a
+                // PUT's, and counts as a change (no stored value need open).
+                Some((set, _)) if writes::compares_verified::<R>(set.iter().map(|(name, _)| *name)) => {
+                    writes::Write::Merge(&patch)
+                }
                 Some((set, remove)) => writes::Write::Put(set, remove),
                 None => writes::Write::Merge(&patch),
             }

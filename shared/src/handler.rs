@@ -214,7 +214,7 @@ async fn apply<R: Resource, S: Store>(
             log_fields(patch.fields());
             // `{}` changes nothing: the record as it is (unless verifying).
             // A patch that merges no object is the partial update a PUT
-            // makes (its nulls remove): no read is needed.
+            // makes (its nulls remove): no read is needed, but for one below.
             match patch.as_update() {
                 _ if patch.is_empty() => writes::Write::Nothing,
                 // Read first when what it sets may leave a verification's

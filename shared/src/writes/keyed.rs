@@ -80,7 +80,7 @@ impl<R: Resource, S: Store> Pipeline<'_, R, S> {
 /// but the write-only fields, `api_key`, which no answer shows), and a
 /// write-only field this update set, sealed as the record holds it, which a
 /// retry's value is compared with ([`crate::request::idempotency::Fingerprint`]).
-fn kept_copy<R: Resource>(written: &Item, update: &crate::store::Update) -> Item {
+fn kept_copy<R: Resource>(written: &Item, update: &Update) -> Item {
     let write_only: Vec<&str> = R::FIELDS
         .iter()
         .filter(|field| matches!(field.access, Access::WriteOnly(_)))

@@ -548,8 +548,8 @@ fn leaves_verified<R: Resource>(record: &Item, set: &Patch, remove: &[&'static s
             .all(|name| no_values(record.get(*name)))
 }
 
-/// Whether a `PATCH` naming `fields` is judged on the record as read even if
-/// it merges no object: it names a field a verification of `R` vouches for
+/// Whether a `PATCH` setting `fields` is judged on the record as read even if
+/// it merges no object: it sets a field a verification of `R` vouches for
 /// whose value a read shows (not a whole secret), so it keeps the
 /// verification if it leaves that value as it was (`leaves_verified`).
 pub fn compares_verified<R: Resource>(mut fields: impl Iterator<Item = &'static str>) -> bool {

@@ -65,6 +65,14 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
             Some(field) => ApiError::Validation(vec![FieldError::new(&field, code, message)]),
             None => invalid("not_object", "the body must be a JSON object".into()),
         };
+        // The reading stopped at a limit; a body that is not JSON at all is that first.
+        let at_limit = matches!(
+            reading.problem.get(),
+            Some(Problem::TooManyValues | Problem::TooDeep)
+        );
+        if let Some(line) = at_limit.then(|| syntax_error(text)).flatten() {
+            return invalid("syntax", format!("not valid JSON at line {line}"));
+        }
         match reading.problem.get() {
             Some(Problem::RepeatedKey) => invalid("syntax", format!("repeated object key at line {line}")),
             Some(Problem::TooManyValues) => field(
@@ -88,6 +96,180 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match value {
         Value::Object(map) => Ok(map),
         _ => Err(invalid("not_object", "the body must be a JSON object".into())),
+    }
+}
+
+/// The line where `text` stops being one JSON text (RFC 8259, as serde_json reads it: no lone
+/// surrogate in an escape), or `None` if it is one. Read with a stack, not by recursion: it judges
+/// the bodies the building pass stopped reading at a limit, however deep they nest.
+fn syntax_error(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    // The arrays (`[`) and objects (`{`) open around the value being read.
+    let mut open = Vec::new();
+    let line = |at: usize| {
+        1 + bytes[..at.min(bytes.len())]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+    };
+    loop {
+        // A value, then whatever closes or continues the containers around it.
+        skip_space(bytes, &mut at);
+        let read = match bytes.get(at) {
+            Some(b'[' | b'{') => {
+                let container = bytes[at];
+                at += 1;
+                skip_space(bytes, &mut at);
+                let empty = if container == b'[' { b']' } else { b'}' };
+                if bytes.get(at) == Some(&empty) {
+                    at += 1;
+                    true
+                } else {
+                    open.push(container);
+                    if container == b'{' && !member_key(bytes, &mut at) {
+                        return Some(line(at));
+                    }
+                    continue;
+                }
+            }
+            Some(b'"') => string(bytes, &mut at),
+            Some(b't') => literal(bytes, &mut at, b"true"),
+            Some(b'f') => literal(bytes, &mut at, b"false"),
+            Some(b'n') => literal(bytes, &mut at, b"null"),
+            Some(_) => number(bytes, &mut at),
+            None => false,
+        };
+        if !read {
+            return Some(line(at));
+        }
+        loop {
+            skip_space(bytes, &mut at);
+            let Some(&container) = open.last() else {
+                return (at != bytes.len()).then(|| line(at));
+            };
+            match (container, bytes.get(at)) {
+                (_, Some(b',')) => {
+                    at += 1;
+                    if container == b'{' && !member_key(bytes, &mut at) {
+                        return Some(line(at));
+                    }
+                    break;
+                }
+                (b'[', Some(b']')) | (b'{', Some(b'}')) => {
+                    at += 1;
+                    open.pop();
+                }
+                _ => return Some(line(at)),
+            }
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], at: &mut usize) {
+    while matches!(bytes.get(*at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        *at += 1;
+    }
+}
+
+/// An object member's key and its colon.
+fn member_key(bytes: &[u8], at: &mut usize) -> bool {
+    skip_space(bytes, at);
+    if !string(bytes, at) {
+        return false;
+    }
+    skip_space(bytes, at);
+    let colon = bytes.get(*at) == Some(&b':');
+    *at += usize::from(colon);
+    colon
+}
+
+fn literal(bytes: &[u8], at: &mut usize, word: &[u8]) -> bool {
+    let matched = bytes.get(*at..*at + word.len()) == Some(word);
+    *at += if matched { word.len() } else { 0 };
+    matched
+}
+
+/// `-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?`
+fn number(bytes: &[u8], at: &mut usize) -> bool {
+    let digits = |at: &mut usize| {
+        let start = *at;
+        while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+            *at += 1;
+        }
+        *at - start
+    };
+    *at += usize::from(bytes.get(*at) == Some(&b'-'));
+    match bytes.get(*at) {
+        Some(b'0') => *at += 1,
+        Some(b'1'..=b'9') => {
+            digits(at);
+        }
+        _ => return false,
+    }
+    if bytes.get(*at) == Some(&b'.') {
+        *at += 1;
+        if digits(at) == 0 {
+            return false;
+        }
+    }
+    if matches!(bytes.get(*at), Some(b'e' | b'E')) {
+        *at += 1;
+        *at += usize::from(matches!(bytes.get(*at), Some(b'+' | b'-')));
+        if digits(at) == 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// A string: no control character, only JSON's escapes, a surrogate escape only in a pair.
+fn string(bytes: &[u8], at: &mut usize) -> bool {
+    if bytes.get(*at) != Some(&b'"') {
+        return false;
+    }
+    *at += 1;
+    let hex = |at: &mut usize| {
+        let code = bytes
+            .get(*at..*at + 4)
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .filter(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|digits| u16::from_str_radix(digits, 16).ok());
+        *at += if code.is_some() { 4 } else { 0 };
+        code
+    };
+    loop {
+        match bytes.get(*at) {
+            Some(b'"') => {
+                *at += 1;
+                return true;
+            }
+            Some(b'\\') => {
+                *at += 1;
+                match bytes.get(*at) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => *at += 1,
+                    Some(b'u') => {
+                        *at += 1;
+                        match hex(at) {
+                            Some(0xD800..=0xDBFF) => {
+                                if bytes.get(*at..*at + 2) != Some(b"\\u".as_slice()) {
+                                    return false;
+                                }
+                                *at += 2;
+                                if !matches!(hex(at), Some(0xDC00..=0xDFFF)) {
+                                    return false;
+                                }
+                            }
+                            Some(0xDC00..=0xDFFF) | None => return false,
+                            Some(_) => {}
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            Some(&byte) if byte >= 0x20 => *at += 1,
+            _ => return false,
+        }
     }
 }
 
@@ -517,6 +699,82 @@ mod tests {
         // Only JSON's four whitespace characters make a body empty.
         assert_eq!(code(b" \t\r\n"), "empty");
         assert_eq!(code(b"\x0c"), "syntax");
+    }
+
+    #[test]
+    fn a_body_past_a_limit_that_is_not_json_is_invalid_json() {
+        let deep = |tail: &str| format!(r#"{{"parameters": {{"a": {}{tail}"#, "[".repeat(70));
+        for body in [
+            deep("}}}"),
+            deep(""),
+            deep(&format!("{}}}}} x", "]".repeat(70))),
+            deep(&format!("1,{}}}}}", "]".repeat(70))),
+            deep(&format!("\"\\ud800\"{}}}}}", "]".repeat(70))),
+            format!(r#"{{"a": [{}]]}}"#, vec!["0"; MAX_BODY_VALUES].join(",")),
+            format!(r#"{{"a": [{}, 01]}}"#, vec!["0"; MAX_BODY_VALUES].join(",")),
+        ] {
+            assert_eq!(code(body.as_bytes()), "syntax", "{}", &body[body.len() - 20..]);
+        }
+        // Valid JSON past a limit is still refused for the limit.
+        assert_eq!(
+            refused(deep(&format!("{}}}}}", "]".repeat(70))).as_bytes()),
+            ("parameters".to_string(), "too_deep")
+        );
+    }
+
+    /// `syntax_error` agrees with serde_json on texts shallow enough for both.
+    #[test]
+    fn syntax_error_agrees_with_serde_json() {
+        let texts = [
+            "{}",
+            "[]",
+            " [1, 2.5, -0, 1e5, 1E+2, -3.25e-7] ",
+            r#"{"a": {"b": [true, false, null]}}"#,
+            r#""\u00e9\ud83d\ude00\n\t\/\\\"""#,
+            "0",
+            "-0.0e0",
+            "\"é\"",
+            "[[], {}, [{}]]",
+            "",
+            " ",
+            "{",
+            "}",
+            "[1,]",
+            "[,1]",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{1:2}",
+            "01",
+            "1.",
+            ".5",
+            "1e",
+            "1e+",
+            "+1",
+            "-",
+            "tru",
+            "nul",
+            "True",
+            "[1 2]",
+            "{\"a\":1 \"b\":2}",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ud800\\u0041\"",
+            "\"a\u{1}b\"",
+            "[1]x",
+            "1 2",
+            "[1]]",
+            "{\"a\":[}",
+            "\u{c}1",
+        ];
+        for text in texts {
+            let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+                && serde_json::from_str::<Value>(text).is_ok();
+            assert_eq!(syntax_error(text).is_none(), serde, "{text:?}");
+        }
+        assert_eq!(syntax_error("[\n1,\n\n x]"), Some(4));
     }
 
     /// `{"a": [0, 0, …]}` holding `values` JSON values in all.

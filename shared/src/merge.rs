@@ -11,7 +11,7 @@ use crate::error::{ApiError, FieldError, FieldErrors};
 use crate::item::{self, Attr, Item};
 use crate::patch::{self, Patch, Written};
 use crate::records::Resource;
-use crate::rules::headers::{MAX_HEADERS, reading, same_header};
+use crate::rules::headers::{reading, same_header};
 use crate::rules::{Policy, Rule};
 use crate::secret::Secret;
 
@@ -107,16 +107,9 @@ pub fn parse<R: Resource>(body: &Map<String, Value>, policy: Policy) -> Result<M
             // The headers being set are held to the rules; a `null` removes
             // a stored name whatever it is (one stored before a rule
             // refused it, too), but two members naming one header are
-            // ambiguous whatever their values.
+            // ambiguous whatever their values. The count is the merged
+            // headers': 64 removals and one header set land one.
             Value::Object(members) if rule == Rule::Headers => {
-                if members.len() > MAX_HEADERS {
-                    errors.push(FieldError::new(
-                        field,
-                        "too_many_entries",
-                        format!("a headers patch names at most {MAX_HEADERS} headers"),
-                    ));
-                    continue;
-                }
                 rule.check(field, &Value::Object(landing(members)), policy, &mut errors);
                 if let Some(name) = repeated_name(members) {
                     errors.push(FieldError::new(
@@ -435,7 +428,21 @@ mod tests {
         );
         // Replacing one, or removing one and adding one, stays at 64.
         assert!(merged_json::<McpServer>(record.clone(), json!({"headers": {"h0": "w"}})).is_ok());
-        assert!(merged_json::<McpServer>(record, json!({"headers": {"H0": null, "H64": "v"}})).is_ok());
+        assert!(
+            merged_json::<McpServer>(record.clone(), json!({"headers": {"H0": null, "H64": "v"}})).is_ok()
+        );
+        // A patch naming more than 64 is held to what lands: 64 removed and one set land one.
+        let mut swap: Map<String, Value> = (0..64).map(|i| (format!("H{i}"), Value::Null)).collect();
+        swap.insert("Authorization".into(), json!("Bearer new"));
+        let swapped = merged_json::<McpServer>(record.clone(), json!({"headers": swap}));
+        assert!(swapped.is_ok(), "{swapped:?}");
+        // Setting 65 at once is refused whatever they replace.
+        let all: Map<String, Value> = (0..65).map(|i| (format!("N{i}"), json!("v"))).collect();
+        let Err(ApiError::Validation(errors)) = merged_json::<McpServer>(record, json!({"headers": all}))
+        else {
+            panic!("65 headers set by one patch");
+        };
+        assert_eq!(errors[0].code, "too_many_entries");
         // Depth: a stored nesting of 16 plus a patch one deeper.
         let mut deep = json!(1);
         for _ in 0..15 {
@@ -492,9 +499,11 @@ mod tests {
         // Two members naming one header are ambiguous, whatever their values.
         assert!(mcp(json!({"headers": {"X-A": null, "x_a": "v"}})).is_some());
         assert!(mcp(json!({"headers": {"Host": null, "host": null}})).is_some());
-        // At most 64 members, whatever their values.
+        // Removals do not count toward the 64 (the merged headers do); 65 set do.
         let nulls: Map<String, Value> = (0..65).map(|i| (format!("H{i}"), Value::Null)).collect();
-        assert!(mcp(json!({"headers": nulls})).is_some());
+        assert!(mcp(json!({"headers": nulls})).is_none());
+        let set: Map<String, Value> = (0..65).map(|i| (format!("H{i}"), json!("v"))).collect();
+        assert!(mcp(json!({"headers": set})).is_some());
         assert!(mcp(json!({"endpoint": null})).is_some());
     }
 

@@ -221,7 +221,7 @@ lambda-test: $(TOOLS) dynamodb-local ## The API and change-event runs against lo
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
-	cargo build --locked --release $(addprefix -p ,$(FUNCTIONS))
+	cargo build --locked --release $(addprefix --bin ,$(FUNCTIONS))
 	cargo build --locked --release --manifest-path bench/Cargo.toml
 	DYNAMODB_LOCAL_JAVA_OPTS= bench/target/release/bench $(BENCH_ARGS)
 	cargo bench --locked --manifest-path bench/Cargo.toml --bench cpu_path

@@ -127,12 +127,13 @@ validate: $(TOOLS) $(DOCS_TOOLS) $(GUARD_STAMP) ## Every check of template.yaml 
 
 TEMPLATE ?= template.yaml
 CHECKED := target/check-template
-# Each check runs whatever the others found, on the template as written and after SAM's transform
-# (stack_properties.py writes it to $(CHECKED)/transformed.json), and the run then fails naming each
+# Each check runs whatever the others found, on the template as written (its loops expanded, which
+# stack_properties.py writes to $(CHECKED)/expanded.json: Guard reads it, not the file) and after
+# SAM's transform ($(CHECKED)/transformed.json), and the run then fails naming each
 # check that failed and the properties, rules and controls each broke. AWS Control Tower's controls
 # are every one but the exceptions (first word of each line of tools/guard/control-tower-exceptions.txt).
 # check_events.py reads events.schema.json beside the template it checks: the repository's, beside a copy.
-check-template: $(TOOLS) $(GUARD_STAMP) ## Every check of a template (TEMPLATE=path, template.yaml by default), as written and after SAM's transform: its properties (tools/stack_properties.py: only the API's authorized routes reach a function, each role allows the calls its user makes, no key policy lets others use a key unnarrowed, every JWT authorizer names an issuer and an audience), our Guard rules, AWS Control Tower's controls, cfn-lint, sam validate --lint, the change events' input templates; exit 1 naming each broken one
+check-template: $(TOOLS) $(GUARD_STAMP) ## Every check of a template (TEMPLATE=path, template.yaml by default), as written (its loops expanded: tools/expand.py, which also holds the SAM CLI's expansion to the same resources) and after SAM's transform: its properties (tools/stack_properties.py: only the API's authorized routes reach a function, each role allows the calls its user makes, no key policy lets others use a key unnarrowed, every JWT authorizer names an issuer and an audience, every function, table and pipe has its alarms, each on the dashboard), our Guard rules, AWS Control Tower's controls, cfn-lint, sam validate --lint, the change events' input templates; exit 1 naming each broken one
 	@rm -rf $(CHECKED) && mkdir -p $(CHECKED) && cp events.schema.json $(CHECKED)/ && cp '$(TEMPLATE)' $(CHECKED)/template.yaml
 	@failed=(); \
 	run() { local check=$$1; shift; echo "check-template: $$check"; \
@@ -141,10 +142,12 @@ check-template: $(TOOLS) $(GUARD_STAMP) ## Every check of a template (TEMPLATE=p
 	    awk '$$NF == "FAIL" && split($$1, at, "/") == 2 { print (at[1] ~ /^ct-/ ? at[1] : at[2]) }' $(CHECKED)/output; \
 	  } | sed 's/\.guard$$//' | sort -u | paste -sd, - | sed 's/,/, /g'); \
 	  failed+=("$$check$${broken:+ ($$broken)}"); }; \
-	run properties $(VENV)/bin/python tools/stack_properties.py '$(TEMPLATE)' --transformed $(CHECKED)/transformed.json; \
-	forms=('$(TEMPLATE)'); [ ! -f $(CHECKED)/transformed.json ] || forms+=($(CHECKED)/transformed.json); \
+	run expansion $(VENV)/bin/python tools/expand.py '$(TEMPLATE)'; \
+	run properties $(VENV)/bin/python tools/stack_properties.py '$(TEMPLATE)' --expanded $(CHECKED)/expanded.json \
+	  --transformed $(CHECKED)/transformed.json; \
+	forms=(); for form in expanded transformed; do [ ! -f $(CHECKED)/$$form.json ] || forms+=($(CHECKED)/$$form.json); done; \
 	data=(); for form in "$${forms[@]}"; do data+=(--data "$$form"); done; \
-	run cfn-lint $(VENV)/bin/cfn-lint "$${forms[@]}"; \
+	run cfn-lint $(VENV)/bin/cfn-lint '$(TEMPLATE)' $$([ ! -f $(CHECKED)/transformed.json ] || echo $(CHECKED)/transformed.json); \
 	run 'sam validate --lint' $(VENV)/bin/sam validate --lint --region us-east-1 --template '$(TEMPLATE)'; \
 	run 'Guard rules' $(GUARD) validate --rules tools/guard/rules "$${data[@]}" --show-summary fail; \
 	controls=(); while read -r control; do controls+=(--rules "$$control"); done < <(find $(CONTROL_TOWER) -name 'ct-*.guard' \
@@ -221,7 +224,7 @@ lambda-test: $(TOOLS) dynamodb-local ## The API and change-event runs against lo
 
 BENCH_ARGS ?=
 bench: package dynamodb-local .venv-bench/.installed ## Cold start, latency, memory and size against the floors and a Python peer (minutes)
-	cargo build --locked --release $(addprefix -p ,$(FUNCTIONS))
+	cargo build --locked --release $(addprefix --bin ,$(FUNCTIONS))
 	cargo build --locked --release --manifest-path bench/Cargo.toml
 	DYNAMODB_LOCAL_JAVA_OPTS= bench/target/release/bench $(BENCH_ARGS)
 	cargo bench --locked --manifest-path bench/Cargo.toml --bench cpu_path

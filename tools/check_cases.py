@@ -1,6 +1,8 @@
 """Each of the template's checks proved to notice what it is for: every case in
-tools/cases/*.yaml edits a copy of template.yaml (or of events.schema.json)
-and names the checks that must then fail: Guard rules by name,
+tools/cases/*.yaml edits a copy of template.yaml as the checks read it (its
+loops expanded, tools/expand.py; so a case names a resource by its logical id
+even where a loop writes it), or of events.schema.json, and names the checks
+that must then fail: Guard rules by name,
 stack_properties.py's properties, check_events.py ("events"). Run by
 `make validate` (check_cases.py CFN_GUARD) with the tools virtualenv's Python.
 """
@@ -14,12 +16,13 @@ import sys
 import tempfile
 
 import check_events
+import expand
 import stack_properties
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # stack_properties.py's properties, run only on the cases that name one.
-PROPERTIES = {"only-way-in", "grants", "key-policies", "jwt-authorizers"}
+PROPERTIES = {"only-way-in", "grants", "key-policies", "jwt-authorizers", "monitoring"}
 ROOT = os.path.dirname(HERE)
 
 
@@ -34,10 +37,6 @@ class Loader(yaml.CSafeLoader):
     pass
 
 
-class Dumper(yaml.CSafeDumper):
-    pass
-
-
 def construct(loader, suffix, node):
     if isinstance(node, yaml.ScalarNode):
         return Tagged("!" + suffix, loader.construct_scalar(node))
@@ -45,17 +44,11 @@ def construct(loader, suffix, node):
     return Tagged("!" + suffix, getattr(loader, f"construct_{kind}")(node, deep=True))
 
 
-def represent(dumper, tagged):
-    kind = "scalar" if isinstance(tagged.value, str) else "sequence" if isinstance(tagged.value, list) else "mapping"
-    return getattr(dumper, f"represent_{kind}")(tagged.tag, tagged.value)
-
-
 Loader.add_multi_constructor("!", construct)
-Dumper.add_representer(Tagged, represent)
 
 
 def long_form(value):
-    """The value as check_events.py reads a template (samcli's yaml_parse):
+    """A case's value as the checks read a template (samcli's yaml_parse):
     !Ref X as {"Ref": X}, !GetAtt A.B as {"Fn::GetAtt": [A, B]}, !Sub t as
     {"Fn::Sub": t}..."""
     if isinstance(value, Tagged):
@@ -70,31 +63,70 @@ def long_form(value):
 def edited(documents, edit):
     """The documents with one edit made at edit's path `at` (in the template
     unless `in: schema`): set a value, delete, insert into a list, or
-    replace [old, new] in a text (old must be there)."""
+    replace [old, new] in a text (old must be there). A path steps through an
+    intrinsic function to its argument, as the short form reads: [..., 1, 1]
+    is the second branch of the !If that is the second item."""
     documents = copy.deepcopy(documents)
     *path, key = [edit.get("in", "template"), *edit["at"]]
     parent = documents
     for step in path:
-        parent = parent[step].value if isinstance(parent[step], Tagged) else parent[step]
+        parent = through(parent, step)[step]
+    parent = through(parent, key)
     if "delete" in edit:
         del parent[key]
     elif "insert" in edit:
-        parent.insert(key, edit["insert"])
+        parent.insert(key, long_form(edit["insert"]))
     elif "set" in edit:
-        parent[key] = edit["set"]
+        parent[key] = long_form(edit["set"])
     else:
-        text = parent[key].value if isinstance(parent[key], Tagged) else parent[key]
-        if edit["replace"][0] not in text:
+        if edit["replace"][0] not in parent[key]:
             raise KeyError(edit["replace"][0])
-        text = text.replace(*edit["replace"])
-        parent[key] = Tagged(parent[key].tag, text) if isinstance(parent[key], Tagged) else text
+        parent[key] = parent[key].replace(*edit["replace"])
     return documents
+
+
+def through(node, step):
+    """`node`, or the argument of the intrinsic function it is when `step` is not its name."""
+    if isinstance(node, dict) and len(node) == 1 and step not in node:
+        (name, argument), = node.items()
+        if name in ("Ref", "Condition") or name.startswith("Fn::"):
+            return argument
+    return node
+
+
+# tools/expand.py's check, on edits of template.yaml as written (and of samconfig.toml beside it): each
+# must be found. A loop writes these resources, so no case above can reach them.
+EXPANSION_CASES = [
+    ("a loop's identifier in a plain string, which cfn-lint leaves and the SAM CLI substitutes", "template.yaml",
+     "        Properties:\n          LogGroupName: !Sub\n", "        Properties:\n          Tags: [{Key: kind, Value: \"plain-${Kind}\"}]\n          LogGroupName: !Sub\n"),
+    ("a loop's identifier in a DependsOn, which only the SAM CLI substitutes", "template.yaml",
+     "      Update${Kind}Role:\n        Type: AWS::IAM::Role\n",
+     "      Update${Kind}Role:\n        Type: AWS::IAM::Role\n        DependsOn: Update${Kind}Logs\n"),
+    ("the SAM CLI not told to expand loops", "samconfig.toml", "language_extensions = true", ""),
+]
+
+
+def expansion_cases():
+    problems = []
+    for case, name, old, new in EXPANSION_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            for copied in ("template.yaml", "samconfig.toml"):
+                with open(os.path.join(ROOT, copied)) as file:
+                    text = file.read()
+                if copied == name:
+                    if old not in text:
+                        problems.append(f"expansion: cannot make {case!r} ({old!r} is not in {name})")
+                    text = text.replace(old, new, 1)
+                with open(os.path.join(tmp, copied), "w") as file:
+                    file.write(text)
+            if not expand.disagreements(os.path.join(tmp, "template.yaml")):
+                problems.append(f"expansion: {case!r} is not found")
+    return problems
 
 
 def main():
     guard = sys.argv[1]
-    with open(os.path.join(ROOT, "template.yaml")) as file:
-        template = yaml.load(file, Loader)
+    template = expand.load(os.path.join(ROOT, "template.yaml"))
     with open(os.path.join(ROOT, "events.schema.json")) as file:
         schema = json.load(file)
     cases = []
@@ -111,10 +143,9 @@ def main():
             except (KeyError, IndexError, TypeError, AttributeError) as error:
                 problems.append(f"{case['file']}: cannot make {case['case']!r} ({error!r})")
                 continue
-            text = yaml.dump(documents["template"], Dumper=Dumper, sort_keys=False, width=1000)
-            with open(os.path.join(tmp, f"{number:03d}.yaml"), "w") as file:
-                file.write(text)
-            problems_found = check_events.check(long_form(documents["template"]), documents["schema"])
+            with open(os.path.join(tmp, f"{number:03d}.json"), "w") as file:
+                json.dump(documents["template"], file)
+            problems_found = check_events.check(documents["template"], documents["schema"])
             failed[number] = {"events"} if problems_found else set()
             # `says`: the events check must fail for this reason, not only for another the edit causes.
             if problems_found and "says" in case and not any(case["says"] in p for p in problems_found):
@@ -129,13 +160,14 @@ def main():
             rules |= {rule["Rule"]["name"] for rule in report["not_compliant"]} | set(report["compliant"])
             failed[number] |= {f"{rule} (skipped)" for rule in report["not_applicable"]}
         for number in [n for n in failed if PROPERTIES & set(cases[n]["fails"])]:
-            found = stack_properties.problems_of(os.path.join(tmp, f"{number:03d}.yaml"))
+            found = stack_properties.problems_of(os.path.join(tmp, f"{number:03d}.json"))
             failed[number] |= {p for p in PROPERTIES for line in found if line.startswith(f"{p} (")}
     for number, found in failed.items():
         case = cases[number]
         if found != set(case["fails"]):
             problems.append(f"{case['file']}: {case['case']!r} fails {sorted(found) or 'nothing'}, "
                             f"must fail {sorted(case['fails']) or 'nothing'}")
+    problems += expansion_cases()
     # Every check has a case it fails (the unedited template, which make validate checks first, passes them all).
     problems += [f"no case fails {rule}" for rule in sorted(rules - {name for c in cases for name in c["fails"]})]
     for problem in problems:
@@ -143,7 +175,8 @@ def main():
     if problems:
         sys.exit(1)
     print(f"cases: {len(cases)} edits of template.yaml and events.schema.json, each failing exactly the checks "
-          f"it names; each of the {len(rules)} checks fails in one")
+          f"it names; each of the {len(rules)} checks fails in one; tools/expand.py finds each of "
+          f"{len(EXPANSION_CASES)} edits of the template as written")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ def check_event_schema(schema, pipes):
 def check(template, schema):
     """Every problem of the pipes' InputTemplates (`template`: long form) and of the schema: each record
     kind's table (tools/kinds.py) has one pipe, of a detail type of its own."""
+    template = PIPES.EXPAND.expanded(template)
     resources, problems = template.get("Resources", {}), []
     tables = PIPES.KINDS.by_table(template)
     problems += [f"no function of the template names the table of {kind['function']}"

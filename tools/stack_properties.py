@@ -1,10 +1,13 @@
-"""The stack's properties (docs/testing.md), on a template as written and after SAM's transform (offline):
+"""The stack's properties (docs/testing.md), on a template as written (its loops expanded, tools/expand.py)
+and after SAM's transform (offline):
 only-way-in (a function is reached only through an authorized route of the template's API), grants (each
 role allows exactly what its user calls, grants_of below, and only its service may assume it), key-policies (no
 key policy lets others than the account's administration use a key unless a condition narrows it) and
-jwt-authorizers (every JWT authorizer names an issuer and an audience, under every choice of conditions).
+jwt-authorizers (every JWT authorizer names an issuer and an audience, under every choice of conditions) and
+monitoring (every function, table and pipe has its alarms, every alarm is on the dashboard).
 
-    python tools/stack_properties.py [TEMPLATE] [--transformed OUT.json]   # exit 1 naming each broken property
+    python tools/stack_properties.py [TEMPLATE] [--expanded OUT.json] [--transformed OUT.json]
+    # exit 1 naming each broken property
 """
 
 import copy
@@ -16,9 +19,9 @@ import os
 import re
 import sys
 
-from samcli.yamlhelper import yaml_parse
 from samtranslator.translator.transform import transform
 
+import expand
 import kinds
 from kinds import refs
 
@@ -246,9 +249,17 @@ def listed(value):
 def grants(template):
     problems = []
     resources = template.get("Resources", {})
-    policy_types = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy")
+    # A role's policies are its own, in it or beside it (an AWS::IAM::RolePolicy of that role alone).
     problems += [f"{name} attaches a policy from outside its role" for name, r in resources.items()
-                 if r.get("Type") in policy_types]
+                 if r.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")]
+    beside = {}
+    for name, r in resources.items():
+        if r.get("Type") == "AWS::IAM::RolePolicy":
+            role = one_ref(r.get("Properties", {}).get("RoleName"), resources)
+            if role is None or resources[role].get("Type") != "AWS::IAM::Role":
+                problems.append(f"{name} attaches a policy to no one role of the template")
+            else:
+                beside.setdefault(role, []).append(r.get("Properties", {}))
     declared = {kind["function"] for kind in kinds.KINDS}
     built = {r.get("Metadata", {}).get("BuildProperties", {}).get("Binary") for r in resources.values()
              if r.get("Type") in FUNCTION_TYPES}
@@ -263,14 +274,15 @@ def grants(template):
         if len(roles) != 1:
             problems.append(f"{user} has no role of its own in the template")
             continue
-        role = resources[roles.pop()].get("Properties", {})
+        role_name = roles.pop()
+        role = resources[role_name].get("Properties", {})
         if role.get("ManagedPolicyArns") or role.get("PermissionsBoundary"):
             problems.append(f"{user}'s role has managed policies")
         trust = [s for s in role.get("AssumeRolePolicyDocument", {}).get("Statement", [])]
         if [listed(s.get("Principal", {}).get("Service")) for s in trust] != [[ASSUMED_BY[resources[user]["Type"]]]]:
             problems.append(f"{user}'s role may be assumed by others than {ASSUMED_BY[resources[user]['Type']]}")
         statements, kind = [], kinds.kind_of_function(resources[user])
-        for policy in role.get("Policies", []) or []:
+        for policy in (role.get("Policies", []) or []) + beside.get(role_name, []):
             for variant in variants(policy):
                 statements += (variant.get("PolicyDocument", {}) if isinstance(variant, dict) else {}).get("Statement", [])
         for s in statements:
@@ -542,11 +554,42 @@ def transformed(template):
     return transform(template, {"AWS::Region": "us-east-1"}, NoManagedPolicies())
 
 
-def problems_of(path, out=None):
-    """Every broken property of the template at `path`, as written and after
-    the transform (written to `out` when given), each a line naming it."""
-    with open(path) as file:
-        written = yaml_parse(file.read())
+# What each resource that can fail alone is watched by: (namespace, metric) of an alarm on it.
+WATCHED = {"AWS::Serverless::Function": [("AWS/Lambda", m) for m in ("Errors", "Throttles", "Duration")],
+           "AWS::Lambda::Function": [("AWS/Lambda", m) for m in ("Errors", "Throttles", "Duration")],
+           "AWS::DynamoDB::Table": [("AWS/DynamoDB", m) for m in ("ThrottledRequests", "SystemErrors")],
+           "AWS::Pipes::Pipe": [("AWS/EventBridge/Pipes", "ExecutionFailed")]}
+
+
+def monitoring(template):
+    """Every function, table and pipe has its alarms, and every alarm is on the dashboard."""
+    resources, watched = template.get("Resources", {}), set()
+    alarms = [name for name, r in resources.items() if r.get("Type") == "AWS::CloudWatch::Alarm"]
+    for name in alarms:
+        props = resources[name].get("Properties", {})
+        metrics = [props] + [m.get("MetricStat", {}).get("Metric", {}) for m in props.get("Metrics", [])]
+        for metric in metrics:
+            for dimension in metric.get("Dimensions", []) or []:
+                watched.add((metric.get("Namespace"), metric.get("MetricName"), one_ref(dimension.get("Value"), resources)))
+    problems = [f"{name} has no alarm on its {namespace} {metric}" for name, r in resources.items()
+                for namespace, metric in WATCHED.get(r.get("Type"), []) if (namespace, metric, name) not in watched]
+    shown = set()
+    for name, r in resources.items():
+        if r.get("Type") == "AWS::CloudWatch::Dashboard":
+            shown |= set(refs(r.get("Properties", {}).get("DashboardBody")))
+    return problems + [f"{name} is on no dashboard" for name in alarms if name not in shown]
+
+
+def problems_of(path, out=None, expanded_out=None):
+    """Every broken property of the template at `path`, as written (its loops expanded: written to
+    `expanded_out` when given) and after the transform (written to `out` when given), each a line naming it."""
+    try:
+        written = expand.load(path)
+    except ValueError as error:
+        return [f"expand: {error}"]
+    if expanded_out:
+        with open(expanded_out, "w") as file:
+            json.dump(written, file, indent=1)
     problems = []
     for form, template in (("as written", written), ("after the transform", None)):
         if template is None:
@@ -562,21 +605,23 @@ def problems_of(path, out=None):
         problems += [f"grants ({form}): {p}" for p in grants(template)]
         problems += [f"key-policies ({form}): {p}" for p in key_policies(template)]
         problems += [f"jwt-authorizers ({form}): {p}" for p in jwt_authorizers(template)]
+        problems += [f"monitoring ({form}): {p}" for p in monitoring(template)]
     return sorted(set(problems))
 
 
 def main():
     args = sys.argv[1:]
-    out = args[args.index("--transformed") + 1] if "--transformed" in args else None
-    args = [a for a in args if a != "--transformed" and a != out]
+    outs = {flag: args[args.index(flag) + 1] if flag in args else None for flag in ("--transformed", "--expanded")}
+    args = [a for a in args if a not in outs and a not in outs.values()]
     path = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "template.yaml")
-    problems = problems_of(path, out)
+    problems = problems_of(path, outs["--transformed"], outs["--expanded"])
     for problem in problems:
         print(f"{path}: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
     print(f"{path}: only the API's authorized routes reach a function; every role allows exactly what its user calls; "
-          "no key policy lets others use a key unnarrowed; every JWT authorizer names an issuer and an audience")
+          "no key policy lets others use a key unnarrowed; every JWT authorizer names an issuer and an audience; "
+          "every function, table and pipe has its alarms, each on the dashboard")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ import os
 import re
 import uuid
 
-from samcli.yamlhelper import yaml_parse
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = os.path.join(ROOT, "template.yaml")
 SCHEMA = os.path.join(ROOT, "events.schema.json")
@@ -24,6 +22,10 @@ SCHEMA = os.path.join(ROOT, "events.schema.json")
 _spec = importlib.util.spec_from_file_location("agent_server_kinds", os.path.join(ROOT, "tools", "kinds.py"))
 KINDS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(KINDS)
+# tools/expand.py, likewise: a template's loops expanded.
+_spec = importlib.util.spec_from_file_location("agent_server_expand", os.path.join(ROOT, "tools", "expand.py"))
+EXPAND = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(EXPAND)
 PLACEHOLDER = re.compile(r"<([^<>]*)>")
 JSON_PATH = re.compile(r"\$(\.[A-Za-z0-9_\-/]+|\[[0-9]+\])*")  # the syntax emulated: no wildcards
 MISSING = object()  # what a path the record lacks resolves to
@@ -76,9 +78,8 @@ def utc_now(seconds=False):
 
 
 def load(path=TEMPLATE):
-    """A template (long form, as SAM reads it) or a JSON file."""
-    with open(path) as file:
-        return yaml_parse(file.read())
+    """A template (long form, as SAM reads it, its loops expanded) or a JSON file."""
+    return EXPAND.load(path)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # stack_properties.py's properties, run only on the cases that name one.
-PROPERTIES = {"only-way-in", "grants", "key-policies", "jwt-authorizers", "monitoring"}
+PROPERTIES = {"only-way-in", "grants", "key-policies", "jwt-authorizers", "monitoring", "kept-ids"}
 ROOT = os.path.dirname(HERE)
 
 
@@ -103,6 +103,8 @@ EXPANSION_CASES = [
      "      Update${Kind}Role:\n        Type: AWS::IAM::Role\n",
      "      Update${Kind}Role:\n        Type: AWS::IAM::Role\n        DependsOn: Update${Kind}Logs\n"),
     ("the SAM CLI not told to expand loops", "samconfig.toml", "language_extensions = true", ""),
+    ("a mapping misspelt, which cfn-lint's expander lets pass", "template.yaml",
+     "- Binary: !FindInMap [Kinds, !Ref Kind, Binary]", "- Binary: !FindInMap [Kind, !Ref Kind, Binary]"),
 ]
 
 

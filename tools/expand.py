@@ -135,7 +135,10 @@ def disagreements(path):
         written = yaml_parse(file.read())
     problems = [f"cfn-lint leaves a loop's identifier in {place}"
                 for place in leftovers(expanded(written), set(loop_identifiers(written)))]
-    theirs = shape(expand_language_extensions(copy.deepcopy(written), enabled=True).expanded_template)
+    try:
+        theirs = shape(expand_language_extensions(copy.deepcopy(written), enabled=True).expanded_template)
+    except Exception as error:  # noqa: BLE001 (the SAM CLI's refusal, of any kind, is the finding)
+        return problems + [f"the SAM CLI cannot expand it ({type(error).__name__}: {error}), so sam build cannot"]
     ours = shape(expanded(written))
     for section, items in ours.items():
         for name in sorted(set(items) | set(theirs[section])):

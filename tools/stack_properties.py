@@ -4,7 +4,8 @@ only-way-in (a function is reached only through an authorized route of the templ
 role allows exactly what its user calls, grants_of below, and only its service may assume it), key-policies (no
 key policy lets others than the account's administration use a key unless a condition narrows it) and
 jwt-authorizers (every JWT authorizer names an issuer and an audience, under every choice of conditions) and
-monitoring (every function, table and pipe has its alarms, every alarm is on the dashboard).
+monitoring (every function, table, pipe, API, queue and rule has its alarms, every alarm is on the dashboard) and
+kept-ids (each table and key a function's variable names keeps the logical id the variable spells).
 
     python tools/stack_properties.py [TEMPLATE] [--expanded OUT.json] [--transformed OUT.json]
     # exit 1 naming each broken property
@@ -252,14 +253,25 @@ def grants(template):
     # A role's policies are its own, in it or beside it (an AWS::IAM::RolePolicy of that role alone).
     problems += [f"{name} attaches a policy from outside its role" for name, r in resources.items()
                  if r.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")]
+    # Beside a role, a policy exists whenever the role does (no condition of its own), under a name
+    # of its own (IAM keeps one policy per name: the one written last would replace the other), and
+    # the role's user waits for it (DependsOn), so it never runs without it.
     beside = {}
     for name, r in resources.items():
         if r.get("Type") == "AWS::IAM::RolePolicy":
             role = one_ref(r.get("Properties", {}).get("RoleName"), resources)
             if role is None or resources[role].get("Type") != "AWS::IAM::Role":
                 problems.append(f"{name} attaches a policy to no one role of the template")
-            else:
-                beside.setdefault(role, []).append(r.get("Properties", {}))
+                continue
+            if r.get("Condition"):
+                problems.append(f"{name} exists only where {r['Condition']} holds, and {role} without it")
+            beside.setdefault(role, []).append((name, r.get("Properties", {})))
+    for role, policies in beside.items():
+        names = [p.get("PolicyName") for policy in resources[role].get("Properties", {}).get("Policies", []) or []
+                 for p in variants(policy) if isinstance(p, dict)]
+        names += [props.get("PolicyName") for _, props in policies]
+        problems += [f"{role} has two policies named {n}: the one written last replaces the other"
+                     for n in sorted(set(n for n in names if names.count(n) > 1))]
     declared = {kind["function"] for kind in kinds.KINDS}
     built = {r.get("Metadata", {}).get("BuildProperties", {}).get("Binary") for r in resources.values()
              if r.get("Type") in FUNCTION_TYPES}
@@ -282,7 +294,9 @@ def grants(template):
         if [listed(s.get("Principal", {}).get("Service")) for s in trust] != [[ASSUMED_BY[resources[user]["Type"]]]]:
             problems.append(f"{user}'s role may be assumed by others than {ASSUMED_BY[resources[user]['Type']]}")
         statements, kind = [], kinds.kind_of_function(resources[user])
-        for policy in (role.get("Policies", []) or []) + beside.get(role_name, []):
+        problems += [f"{user} may run before {name}, beside its role (no DependsOn)"
+                     for name, _ in beside.get(role_name, []) if name not in listed(resources[user].get("DependsOn"))]
+        for policy in (role.get("Policies", []) or []) + [props for _, props in beside.get(role_name, [])]:
             for variant in variants(policy):
                 statements += (variant.get("PolicyDocument", {}) if isinstance(variant, dict) else {}).get("Statement", [])
         for s in statements:
@@ -554,30 +568,63 @@ def transformed(template):
     return transform(template, {"AWS::Region": "us-east-1"}, NoManagedPolicies())
 
 
-# What each resource that can fail alone is watched by: (namespace, metric) of an alarm on it.
-WATCHED = {"AWS::Serverless::Function": [("AWS/Lambda", m) for m in ("Errors", "Throttles", "Duration")],
-           "AWS::Lambda::Function": [("AWS/Lambda", m) for m in ("Errors", "Throttles", "Duration")],
-           "AWS::DynamoDB::Table": [("AWS/DynamoDB", m) for m in ("ThrottledRequests", "SystemErrors")],
-           "AWS::Pipes::Pipe": [("AWS/EventBridge/Pipes", "ExecutionFailed")]}
+# What each resource that can fail alone is watched by: an alarm on this metric of it, under exactly
+# these dimensions (a metric is published per its full set: an alarm missing one watches nothing).
+FUNCTION_ALARMS = [("AWS/Lambda", m, {"FunctionName"}) for m in ("Errors", "Throttles", "Duration")]
+API_ALARMS = [("AWS/ApiGateway", "5xx", {"ApiId"})]
+WATCHED = {"AWS::Serverless::Function": FUNCTION_ALARMS, "AWS::Lambda::Function": FUNCTION_ALARMS,
+           "AWS::DynamoDB::Table": [("AWS/DynamoDB", m, {"TableName", "Operation"})
+                                    for m in ("ThrottledRequests", "SystemErrors")],
+           "AWS::Pipes::Pipe": [("AWS/EventBridge/Pipes", "ExecutionFailed", {"PipeName"})],
+           "AWS::Serverless::HttpApi": API_ALARMS, "AWS::ApiGatewayV2::Api": API_ALARMS,
+           "AWS::SQS::Queue": [("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName"})],
+           "AWS::Events::Rule": [("AWS/Events", "FailedInvocations", {"EventBusName", "RuleName"})]}
 
 
 def monitoring(template):
-    """Every function, table and pipe has its alarms, and every alarm is on the dashboard."""
+    """Every function, table, pipe, API, queue and rule has its alarms, and every alarm is on the dashboard."""
     resources, watched = template.get("Resources", {}), set()
     alarms = [name for name, r in resources.items() if r.get("Type") == "AWS::CloudWatch::Alarm"]
     for name in alarms:
         props = resources[name].get("Properties", {})
         metrics = [props] + [m.get("MetricStat", {}).get("Metric", {}) for m in props.get("Metrics", [])]
         for metric in metrics:
-            for dimension in metric.get("Dimensions", []) or []:
-                watched.add((metric.get("Namespace"), metric.get("MetricName"), one_ref(dimension.get("Value"), resources)))
-    problems = [f"{name} has no alarm on its {namespace} {metric}" for name, r in resources.items()
-                for namespace, metric in WATCHED.get(r.get("Type"), []) if (namespace, metric, name) not in watched]
+            dimensions = metric.get("Dimensions", []) or []
+            names = frozenset(d.get("Name") for d in dimensions)
+            for dimension in dimensions:
+                watched.add((metric.get("Namespace"), metric.get("MetricName"),
+                             one_ref(dimension.get("Value"), resources), names))
+    problems = [f"{name} has no alarm on its {namespace} {metric} (by {', '.join(sorted(dims))})"
+                for name, r in resources.items() for namespace, metric, dims in WATCHED.get(r.get("Type"), [])
+                if (namespace, metric, name, frozenset(dims)) not in watched]
     shown = set()
     for name, r in resources.items():
         if r.get("Type") == "AWS::CloudWatch::Dashboard":
             shown |= set(refs(r.get("Properties", {}).get("DashboardBody")))
     return problems + [f"{name} is on no dashboard" for name in alarms if name not in shown]
+
+
+def camel(variable):
+    """API_KEYS_TABLE as a logical id: ApiKeysTable."""
+    return "".join(word.capitalize() for word in variable.lower().split("_"))
+
+
+def kept_ids(template):
+    """What holds records and secrets keeps its logical id, which a renamed kind would change (a new,
+    empty table, the old one left behind): each table or key a function's variable names has the id
+    the variable spells (API_KEYS_TABLE: ApiKeysTable, SECRETS_KEY_ID: SecretsKey)."""
+    resources, problems = template.get("Resources", {}), []
+    for name, resource in resources.items():
+        kind = kinds.kind_of_function(resource) if resource.get("Type") in FUNCTION_TYPES else None
+        if kind is None:
+            continue
+        env = kinds.environment(template, resource)
+        for variable in (kind["table_variable"], KEPT_VARIABLE, SECRETS_VARIABLE):
+            target = one_ref(env.get(variable), resources)
+            expected = camel(variable.removesuffix("_ID"))
+            if variable in env and target != expected:
+                problems.append(f"{name}'s {variable} names {target}, not {expected}")
+    return problems
 
 
 def problems_of(path, out=None, expanded_out=None):
@@ -606,6 +653,7 @@ def problems_of(path, out=None, expanded_out=None):
         problems += [f"key-policies ({form}): {p}" for p in key_policies(template)]
         problems += [f"jwt-authorizers ({form}): {p}" for p in jwt_authorizers(template)]
         problems += [f"monitoring ({form}): {p}" for p in monitoring(template)]
+        problems += [f"kept-ids ({form}): {p}" for p in kept_ids(template)]
     return sorted(set(problems))
 
 
@@ -621,7 +669,8 @@ def main():
         sys.exit(1)
     print(f"{path}: only the API's authorized routes reach a function; every role allows exactly what its user calls; "
           "no key policy lets others use a key unnarrowed; every JWT authorizer names an issuer and an audience; "
-          "every function, table and pipe has its alarms, each on the dashboard")
+          "every function, table, pipe, API, queue and rule has its alarms, each on the dashboard; "
+          "each table and key keeps the logical id its variable spells")
 
 
 if __name__ == "__main__":

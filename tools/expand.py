@@ -71,9 +71,7 @@ def substituted(value):
 
 
 def has_loop(value):
-    if isinstance(value, dict):
-        return any(str(key).startswith("Fn::ForEach::") or has_loop(inner) for key, inner in value.items())
-    return isinstance(value, list) and any(has_loop(inner) for inner in value)
+    return next(loop_identifiers(value), None) is not None
 
 
 def mappings_read(value):
@@ -93,15 +91,18 @@ def load(path):
 def leftovers(value, identifiers, at="template"):
     """Where `value` still names a loop's identifier after the expansion: a place cfn-lint does not
     substitute it (a plain string, a condition's name) and CloudFormation or the SAM CLI may."""
+    def names(text):
+        return any(re.search(rf"[$&]\{{{name}\}}", str(text)) for name in identifiers)
+
     if isinstance(value, dict):
         for key, inner in value.items():
-            if any(f"{{{name}}}" in str(key) for name in identifiers):
+            if names(key):
                 yield f"{at}: the key {key}"
             yield from leftovers(inner, identifiers, f"{at}.{key}")
     elif isinstance(value, list):
         for index, inner in enumerate(value):
             yield from leftovers(inner, identifiers, f"{at}[{index}]")
-    elif isinstance(value, str) and any(re.search(rf"[$&]\{{{name}\}}", value) for name in identifiers):
+    elif isinstance(value, str) and names(value):
         yield f"{at}: {value!r}"
 
 
@@ -133,13 +134,14 @@ def disagreements(path):
 
     with open(path) as file:
         written = yaml_parse(file.read())
+    checks_read = expanded(written)
     problems = [f"cfn-lint leaves a loop's identifier in {place}"
-                for place in leftovers(expanded(written), set(loop_identifiers(written)))]
+                for place in leftovers(checks_read, set(loop_identifiers(written)))]
     try:
         theirs = shape(expand_language_extensions(copy.deepcopy(written), enabled=True).expanded_template)
     except Exception as error:  # noqa: BLE001 (the SAM CLI's refusal, of any kind, is the finding)
         return problems + [f"the SAM CLI cannot expand it ({type(error).__name__}: {error}), so sam build cannot"]
-    ours = shape(expanded(written))
+    ours = shape(checks_read)
     for section, items in ours.items():
         for name in sorted(set(items) | set(theirs[section])):
             if items.get(name, "absent") != theirs[section].get(name, "absent"):

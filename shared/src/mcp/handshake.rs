@@ -101,21 +101,21 @@ pub async fn handshake(
 /// credential shorter than the run, or an echo transformed otherwise,
 /// is not found.
 fn repeats_a_credential(headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
-    [Kept::Every, Kept::LettersAndDigits]
+    [Compared::Every, Compared::LettersAndDigits]
         .into_iter()
-        .any(|kept| repeats_as(kept, headers, name, version))
+        .any(|compared| repeats_as(compared, headers, name, version))
 }
 
-/// Which characters the echo check keeps.
+/// Which characters the echo check compares.
 #[derive(Clone, Copy)]
-enum Kept {
+enum Compared {
     Every,
     LettersAndDigits,
 }
 
-/// [`repeats_a_credential`], comparing the characters `kept` keeps.
-fn repeats_as(kept: Kept, headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
-    let (name, version) = (comparable(name, kept), comparable(version, kept));
+/// [`repeats_a_credential`], comparing the characters `compared` names.
+fn repeats_as(compared: Compared, headers: &BTreeMap<String, Secret>, name: &str, version: &str) -> bool {
+    let (name, version) = (comparable(name, compared), comparable(version, compared));
     let together = [name.as_slice(), version.as_slice()].concat();
     let other_way = [version.as_slice(), name.as_slice()].concat();
     let backwards: Vec<Vec<char>> = [&together, &other_way]
@@ -131,7 +131,7 @@ fn repeats_as(kept: Kept, headers: &BTreeMap<String, Secret>, name: &str, versio
         return false;
     }
     headers.values().any(|value| {
-        credentials(value.expose(), kept).iter().any(|credential| {
+        credentials(value.expose(), compared).iter().any(|credential| {
             credential
                 .windows(MIN_ECHOED_SECRET)
                 .any(|run| runs.contains(run))
@@ -141,20 +141,20 @@ fn repeats_as(kept: Kept, headers: &BTreeMap<String, Secret>, name: &str, versio
 
 /// The credentials a header value may carry, each [`comparable`] (and
 /// wiped when dropped, as the secret is).
-fn credentials(value: &str, kept: Kept) -> Vec<zeroize::Zeroizing<Vec<char>>> {
+fn credentials(value: &str, compared: Compared) -> Vec<zeroize::Zeroizing<Vec<char>>> {
     use base64::Engine as _;
     let mut found = Vec::new();
     for part in value.split(|c: char| c.is_ascii_whitespace() || c == ',') {
-        found.push(zeroize::Zeroizing::new(comparable(part, kept)));
+        found.push(zeroize::Zeroizing::new(comparable(part, compared)));
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(part) else {
             continue;
         };
         let decoded = zeroize::Zeroizing::new(decoded);
         if let Ok(text) = std::str::from_utf8(&decoded) {
-            found.push(zeroize::Zeroizing::new(comparable(text, kept)));
+            found.push(zeroize::Zeroizing::new(comparable(text, compared)));
             found.extend(
                 text.split(':')
-                    .map(|piece| zeroize::Zeroizing::new(comparable(piece, kept))),
+                    .map(|piece| zeroize::Zeroizing::new(comparable(piece, compared))),
             );
         }
     }
@@ -163,9 +163,9 @@ fn credentials(value: &str, kept: Kept) -> Vec<zeroize::Zeroizing<Vec<char>>> {
 
 /// `text` as the echo check compares it: percent-decoded, fullwidth forms
 /// read as ASCII, case-folded (upper then lower, so `ſ` meets `s`), and the
-/// characters `kept` keeps, so case and encoding hide no run (nor
+/// characters `compared` names, so case and encoding hide no run (nor
 /// separators, counting letters and digits alone).
-fn comparable(text: &str, kept: Kept) -> Vec<char> {
+fn comparable(text: &str, compared: Compared) -> Vec<char> {
     percent_encoding::percent_decode_str(text)
         .decode_utf8_lossy()
         .chars()
@@ -175,7 +175,7 @@ fn comparable(text: &str, kept: Kept) -> Vec<char> {
         })
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
-        .filter(|c| matches!(kept, Kept::Every) || c.is_alphanumeric())
+        .filter(|c| matches!(compared, Compared::Every) || c.is_alphanumeric())
         .collect()
 }
 
